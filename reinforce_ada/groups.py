@@ -1,0 +1,76 @@
+"""Group formation: from a prompt's pool, the n samples that enter the update.
+
+The group aims for ``n // 2`` correct and ``n - n // 2`` incorrect samples, and fills from the
+other side when one side is short, so a group is uniform only when the whole pool is. The
+advantage baseline is still taken from the whole pool (see :mod:`reinforce_ada.advantage`).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+from reinforce_ada.advantage import PoolStats, pool_stats
+from reinforce_ada.config import SamplerConfig
+from reinforce_ada.sampling import PromptSampler
+
+
+def select_group(rewards: Sequence[float], config: SamplerConfig, prompt_key: str = "") -> list[int]:
+    """Picks the n samples of one prompt's pool that form its group.
+
+    Args:
+        rewards: The pool's rewards, in generation order.
+        config: Gives n, the correctness threshold and the selection rule.
+        prompt_key: Identifies the prompt for the ``random`` selection, whose generator is
+            seeded with ``(config.seed, prompt_key)`` so the choice does not depend on the
+            prompt's position in the batch.
+
+    Returns:
+        Indices into ``rewards``, ascending (generation order), exactly ``config.n`` of them.
+
+    Raises:
+        ValueError: If the pool holds fewer than n samples.
+    """
+    n = config.n
+    if len(rewards) < n:
+        raise ValueError(f"a pool of {len(rewards)} samples cannot form a group of n={n}")
+    positives = [i for i, r in enumerate(rewards) if r > config.threshold]
+    negatives = [i for i, r in enumerate(rewards) if not r > config.threshold]
+
+    take_pos = min(n // 2, len(positives))
+    take_neg = min(n - take_pos, len(negatives))
+    take_pos = n - take_neg  # fills from the positives when the negatives are short
+
+    if config.selection == "first":
+        kept = positives[:take_pos] + negatives[:take_neg]
+    else:
+        rng = random.Random(f"{config.seed}:{prompt_key}")
+        kept = rng.sample(positives, take_pos) + rng.sample(negatives, take_neg)
+    return sorted(kept)
+
+
+@dataclass(frozen=True)
+class PromptGroup:
+    """The outcome of one prompt's sampling: its group and its pool statistics.
+
+    Attributes:
+        kept: Indices into the pool of the samples in the update, ascending; empty if dropped.
+        stats: Statistics of the whole pool (the advantage baseline) and the prompt weight.
+        dropped: True for an unresolved prompt under ``unresolved="drop"``.
+    """
+
+    kept: list[int]
+    stats: PoolStats
+    dropped: bool = False
+
+
+def form_group(sampler: PromptSampler, prompt_key: str = "") -> PromptGroup:
+    """Turns a finished prompt's pool into its group (or drops it, per the config)."""
+    config = sampler.config
+    if not sampler.finished:
+        raise ValueError("form_group() needs a finished prompt; it still asks for samples")
+    stats = pool_stats(sampler.rewards, config)
+    if not sampler.resolved and config.unresolved == "drop":
+        return PromptGroup(kept=[], stats=stats, dropped=True)
+    return PromptGroup(kept=select_group(sampler.rewards, config, prompt_key), stats=stats)

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test suite: sets up .venv (scripts/setup_env.sh) and runs pytest. Extra arguments go to
+# pytest, e.g. `bash scripts/test.sh -m "not slow"` for the quick tests only.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bash "$root/scripts/setup_env.sh"
+venv=${REINFORCE_ADA_VENV:-$root/.venv}
+cd "$root"
+exec "$venv/bin/python" -m pytest "$@"
