@@ -4,20 +4,34 @@ Importing this module registers it, so ``algorithm.adv_estimator=reinforce_ada``
 every process that imported the package (the package's ``verl.plugins`` entry point makes
 ``import verl`` do that everywhere). Registering again, e.g. after a module reload, replaces
 our own earlier function instead of raising verl's "already registered" error.
+
+How the pool statistics reach it: verl hands an estimator only the rewards, the response mask,
+the ``algorithm`` config and each sample's ``uid`` (as ``index``). The uid is the one
+per-sample field that every trainer carries unchanged through reordering, balancing and
+storage, and in both verl trainers the rollout manager and the advantage computation run in
+the same process (the Ray TaskRunner). So the adaptive rollout publishes each prompt's
+:class:`PoolStats` under its uid with :func:`publish_pools`, and the estimator looks them up.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
-from reinforce_ada.advantage import outcome_advantages
-from reinforce_ada.uid import parse_uid
+from reinforce_ada.advantage import PoolStats, outcome_advantages
 
 NAME = "reinforce_ada"
+
+_published_pools: dict[str, PoolStats] = {}
+
+
+def publish_pools(pools: Mapping[str, PoolStats]) -> None:
+    """Makes one step's pool statistics, by uid, the ones the estimator uses (replacing the last)."""
+    _published_pools.clear()
+    _published_pools.update(pools)
 
 
 def compute_reinforce_ada_outcome_advantage(
@@ -33,8 +47,9 @@ def compute_reinforce_ada_outcome_advantage(
     Args:
         token_level_rewards: Shape (bs, response_length); summed to one score per sample.
         response_mask: Shape (bs, response_length).
-        index: The uid of each sample, shape (bs,), tagged by the adaptive rollout with the
-            prompt's pool statistics (see :mod:`reinforce_ada.uid`).
+        index: The uid of each sample, shape (bs,). Its pool statistics must have been
+            published with :func:`publish_pools`, except for samples with an all-zero
+            response mask (verl's padding rows), which get a zero advantage.
         epsilon: Added to the pool std when dividing by it.
         config: verl's ``algorithm`` config; ``norm_adv_by_std_in_grpo`` switches the std
             division on, as for GRPO.
@@ -45,14 +60,17 @@ def compute_reinforce_ada_outcome_advantage(
     """
     if index is None:
         raise ValueError("reinforce_ada needs each sample's uid (verl passes it as `index`); none was given")
+    has_response = (response_mask.sum(dim=-1) > 0).tolist()
     pools = []
-    for uid in index:
-        _, stats = parse_uid(uid)
+    for uid, real in zip(index, has_response):
+        stats = _published_pools.get(uid)
         if stats is None:
-            raise ValueError(
-                f"sample uid {uid!r} carries no Reinforce-Ada pool statistics: "
-                "algorithm.adv_estimator=reinforce_ada needs the adaptive rollout (reinforce_ada.enable=true)"
-            )
+            if real:
+                raise ValueError(
+                    f"no Reinforce-Ada pool statistics for sample uid {uid!r}: "
+                    "algorithm.adv_estimator=reinforce_ada needs the adaptive rollout (reinforce_ada.enable=true)"
+                )
+            stats = PoolStats(count=1, mean=0.0, m2=0.0, weight=0.0)  # a padding row, masked out anyway
         pools.append(stats)
     norm_by_std = bool(config.get("norm_adv_by_std_in_grpo", True)) if config is not None else True
     with torch.no_grad():

@@ -37,9 +37,10 @@ import torch
 
 from reinforce_ada.advantage import outcome_advantages
 from reinforce_ada.config import ConfigError, SamplerConfig
-from reinforce_ada.groups import PromptGroup, form_group
+from reinforce_ada.groups import PromptGroup
 from reinforce_ada.metrics import summarize
-from reinforce_ada.sampling import PromptSampler, run_rounds
+from reinforce_ada.sampling import PromptSampler
+from reinforce_ada.step import run_step
 
 RewardSource = Callable[[int, int], list[float]]
 """``(prompt, count) -> rewards`` of the prompt's next ``count`` samples."""
@@ -63,12 +64,10 @@ def simulate(
     Returns:
         ``{"prompts": [...], "summary": {...}}`` as printed by the command.
     """
-    samplers = [PromptSampler(config) for _ in prompt_ids]
-    rounds = run_rounds(samplers, lambda requests: {p: draw(p, k) for p, k in requests.items()})
-    groups = [form_group(s, pid) for s, pid in zip(samplers, prompt_ids)]
-    records = [_record(pid, s, g, norm_by_std) for pid, s, g in zip(prompt_ids, samplers, groups)]
-    summary = summarize(samplers, groups)
-    summary["rounds"] = float(rounds)
+    step = run_step(prompt_ids, config, lambda requests: {p: draw(p, k) for p, k in requests.items()})
+    records = [_record(pid, s, g, norm_by_std) for pid, s, g in zip(prompt_ids, step.samplers, step.groups)]
+    summary = summarize(step.samplers, step.groups)
+    summary["rounds"] = float(len(step.round_seconds))
     return {"prompts": records, "summary": summary}
 
 

@@ -9,7 +9,6 @@ import torch
 from omegaconf import OmegaConf
 
 from reinforce_ada.advantage import PoolStats
-from reinforce_ada.uid import tag_uid
 
 
 def random_batch(seed, num_prompts=6, group=4, length=7, binary=True):
@@ -26,11 +25,13 @@ def random_batch(seed, num_prompts=6, group=4, length=7, binary=True):
     return rewards, mask, uids
 
 
-def tag_with_own_group(rewards, uids, weight=1.0):
+def publish_own_groups(rewards, uids):
+    from reinforce_ada.estimator import publish_pools
+
     scores = defaultdict(list)
     for uid, score in zip(uids, rewards.sum(-1).tolist()):
         scores[uid].append(score)
-    return np.array([tag_uid(u, PoolStats.from_rewards(scores[u], weight)) for u in uids], dtype=object)
+    publish_pools({u: PoolStats.from_rewards(s) for u, s in scores.items()})
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -44,8 +45,9 @@ def test_equals_verl_grpo_when_the_pool_is_the_group(restore_verl_registries, se
     rewards, mask, uids = random_batch(seed, binary=binary)
     config = OmegaConf.create({"norm_adv_by_std_in_grpo": norm})
     grpo, _ = core_algos.compute_grpo_outcome_advantage(rewards, mask, uids, norm_adv_by_std_in_grpo=norm)
+    publish_own_groups(rewards, uids)
     ours, returns = core_algos.get_adv_estimator_fn("reinforce_ada")(
-        token_level_rewards=rewards, response_mask=mask, index=tag_with_own_group(rewards, uids), config=config
+        token_level_rewards=rewards, response_mask=mask, index=uids, config=config
     )
     torch.testing.assert_close(ours, grpo, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(returns, ours)
@@ -54,11 +56,11 @@ def test_equals_verl_grpo_when_the_pool_is_the_group(restore_verl_registries, se
 def test_baseline_comes_from_the_pool_not_the_kept_group(restore_verl_registries):
     from verl.trainer.ppo import core_algos
 
-    import reinforce_ada.estimator  # noqa: F401
+    from reinforce_ada.estimator import publish_pools
 
     # kept 2 correct + 2 wrong out of a pool of 32 with 4 correct: baseline 1/8, not 1/2
-    pool = PoolStats.from_rewards([1.0] * 4 + [0.0] * 28)
-    uids = np.array([tag_uid("p", pool)] * 4, dtype=object)
+    publish_pools({"p": PoolStats.from_rewards([1.0] * 4 + [0.0] * 28)})
+    uids = np.array(["p"] * 4, dtype=object)
     rewards = torch.tensor([[0.0, 1.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 0.0]])
     adv, _ = core_algos.get_adv_estimator_fn("reinforce_ada")(
@@ -69,21 +71,34 @@ def test_baseline_comes_from_the_pool_not_the_kept_group(restore_verl_registries
 
 
 def test_prompt_weight_scales_the_advantages(restore_verl_registries):
-    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage
+    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage, publish_pools
 
-    pool = PoolStats.from_rewards([1.0] + [0.0] * 7, weight=8.0)
-    uids = np.array([tag_uid("p", pool)] * 2, dtype=object)
+    publish_pools({"p": PoolStats.from_rewards([1.0] + [0.0] * 7, weight=8.0)})
+    uids = np.array(["p"] * 2, dtype=object)
     adv, _ = compute_reinforce_ada_outcome_advantage(
         torch.tensor([[1.0], [0.0]]), torch.ones(2, 1), index=uids, config={"norm_adv_by_std_in_grpo": False}
     )
     torch.testing.assert_close(adv, torch.tensor([[7.0], [-1.0]]))
 
 
-def test_untagged_uids_are_refused_with_the_fix(restore_verl_registries):
-    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage
+def test_samples_without_published_pools_are_refused_with_the_fix(restore_verl_registries):
+    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage, publish_pools
 
+    publish_pools({"b": PoolStats.from_rewards([1.0, 0.0])})
     with pytest.raises(ValueError, match="reinforce_ada.enable=true"):
         compute_reinforce_ada_outcome_advantage(torch.ones(2, 3), torch.ones(2, 3), index=np.array(["a", "a"]))
+
+
+def test_padding_rows_need_no_pool_and_get_zero_advantage(restore_verl_registries):
+    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage, publish_pools
+
+    publish_pools({"p": PoolStats.from_rewards([1.0, 0.0])})
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
+    adv, _ = compute_reinforce_ada_outcome_advantage(
+        torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]), mask, index=np.array(["p", "p", "pad0"], dtype=object),
+        config={"norm_adv_by_std_in_grpo": False},
+    )
+    torch.testing.assert_close(adv, torch.tensor([[0.5, 0.5], [-0.5, 0.0], [0.0, 0.0]]))
 
 
 def test_registration_is_idempotent_and_survives_reload(restore_verl_registries):

@@ -1,0 +1,267 @@
+"""The adaptive multi-round rollout as a verl agent-loop manager, for both verl trainers.
+
+verl 0.9 builds its rollout manager from ``actor_rollout_ref.rollout.agent.agent_loop_manager_class``
+in both the V1 trainer (TransferQueue, ``trainer.use_v1=true``) and the legacy ``RayPPOTrainer``.
+:class:`AdaptiveAgentLoopManager` is that class: its ``create`` returns the implementation for
+the configured trainer. Each training step it runs :func:`reinforce_ada.step.run_step`, whose
+``generate`` callback asks verl's agent-loop workers (async vLLM servers, streaming reward
+workers) for one round of samples of the still-active prompts and returns their rewards. The
+policy is frozen during the rounds: both trainers sync weights only between steps.
+Validation batches pass through to verl unchanged.
+
+What each trainer gets back:
+* V1: samples live in TransferQueue under ``{uid}_{session}_{i}``; session ids continue across
+  rounds, so a prompt's pool index is its session id. Samples not kept are deleted before the
+  replay buffer reads the step's batch; dropped prompts leave no samples.
+* Legacy: a ``DataProto`` of exactly ``n`` samples per prompt, in prompt order, as GRPO-n.
+
+Both publish the pool statistics for the estimator (:func:`reinforce_ada.estimator.publish_pools`)
+and the step metrics (:func:`pop_step_metrics`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import ray
+
+from reinforce_ada.estimator import publish_pools
+from reinforce_ada.sampling import RewardError
+from reinforce_ada.step import StepResult, run_step
+from reinforce_ada.verl_config import prepare_config
+
+logger = logging.getLogger(__name__)
+
+METRIC_PREFIX = "reinforce_ada/"
+_step_metrics: dict[str, float] = {}
+
+
+def pop_step_metrics() -> dict[str, float]:
+    """The metrics of the last training step's rollout (once; empty if already taken)."""
+    metrics = dict(_step_metrics)
+    _step_metrics.clear()
+    return metrics
+
+
+def _publish(result: StepResult, uids: Sequence[str]) -> None:
+    publish_pools({uid: g.stats for uid, g in zip(uids, result.groups) if not g.dropped})
+    _step_metrics.clear()
+    _step_metrics.update({METRIC_PREFIX + k: v for k, v in result.metrics().items()})
+    m = result.metrics()
+    logger.warning(
+        "reinforce_ada: %d prompts, %d samples in %d rounds (%.1f s), %d resolved, %d unresolved, %d dropped",
+        len(uids), m["samples_total"], m["rounds"], m["rollout_seconds"],
+        m["prompts_resolved"], m["prompts_unresolved"], m["prompts_dropped"],
+    )  # fmt: skip
+
+
+def _selection_keys(global_step: Any, count: int) -> list[str]:
+    # uids are random per run; step and position are stable, so `random` selection reproduces.
+    return [f"{global_step}:{i}" for i in range(count)]
+
+
+class AdaptiveAgentLoopManager:
+    """Set as ``actor_rollout_ref.rollout.agent.agent_loop_manager_class``; picks the trainer's flavour."""
+
+    @classmethod
+    def create(cls, config, *args, **kwargs):
+        if config.trainer.get("use_v1", True):
+            return _AdaptiveManagerV1.create(config, *args, **kwargs)
+        return _AdaptiveManagerLegacy.create(config, *args, **kwargs)
+
+
+def _check_streaming_reward(reward_loop_worker_handles) -> None:
+    if reward_loop_worker_handles is None:
+        raise RuntimeError(
+            "reinforce_ada: the rounds need each sample's reward as soon as it is generated (verl's streaming "
+            "reward workers), but verl gave the rollout none; this happens with a reward model sharing the actor's "
+            "GPUs: set reward.reward_model.enable_resource_pool=true"
+        )
+
+
+def _round_rewards(records: Sequence[tuple[str, int, float, int]], requests: Mapping[int, int], uids, offsets):
+    """Groups ``(uid, session, reward, outputs)`` records by prompt, in session order, checking the counts."""
+    by_uid: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for uid, session, reward, _ in records:
+        by_uid[uid].append((session, reward))
+    results = {}
+    for prompt, count in requests.items():
+        got = sorted(by_uid.get(uids[prompt], []))
+        expected = list(range(offsets[prompt], offsets[prompt] + count))
+        if [s for s, _ in got] != expected:
+            missing = sorted(set(expected) - {s for s, _ in got})
+            raise RewardError(
+                f"reinforce_ada: prompt uid {uids[prompt]} got {len(got)} of its {count} samples this round "
+                f"(missing sessions {missing[:8]}); a generation or reward call failed, see the agent loop worker "
+                "log above"
+            )
+        results[prompt] = [r for _, r in got]
+    return results
+
+
+# ------------------------------------------------------------------------------------------
+# V1 trainer (TransferQueue)
+# ------------------------------------------------------------------------------------------
+from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ  # noqa: E402
+from verl.utils import tensordict_utils as tu  # noqa: E402
+
+SESSION_OFFSET = "__reinforce_ada_session_offset__"
+
+
+class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
+    """verl's V1 agent-loop worker, plus a blocking ``run_round`` that reports each sample's reward.
+
+    verl numbers a prompt's sessions from 0 on every call; a per-prompt offset makes later
+    rounds continue the numbering, so that TransferQueue keys never collide.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._rewards: list[tuple[str, int, float, int]] = []
+
+    async def _run_agent_loop(self, sampling_params, trajectory, *, agent_name, trace=True, **kwargs):
+        offset = kwargs.pop(SESSION_OFFSET, None)
+        if offset is not None:
+            kwargs["session_id"] = int(offset) + int(kwargs["session_id"])
+        return await super()._run_agent_loop(sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs)
+
+    async def _agent_loop_postprocess(self, output, validate, **kwargs):
+        await super()._agent_loop_postprocess(output, validate, **kwargs)
+        outputs = output if isinstance(output, list) else [output]
+        if not validate and outputs:
+            reward = outputs[-1].reward_score
+            if reward is None:
+                raise RuntimeError(f"reinforce_ada: no reward was computed for prompt uid {kwargs['uid']}")
+            self._rewards.append((kwargs["uid"], int(kwargs["session_id"]), float(reward), len(outputs)))
+
+    async def run_round(self, batch) -> list[tuple[str, int, float, int]]:
+        """Generates and scores the requested samples and waits for all of them.
+
+        Returns:
+            One ``(uid, session id, reward, number of outputs)`` per sample; a multi-turn agent
+            loop stores one TransferQueue entry per output.
+        """
+        self._rewards = []
+        await self.generate_sequences(batch)
+        await asyncio.gather(*list(self.background_tasks), return_exceptions=True)
+        rewards, self._rewards = self._rewards, []
+        return rewards
+
+
+class _AdaptiveManagerV1(AgentLoopManagerTQ):
+    def __init__(self, config, *args, **kwargs):
+        super().__init__(config, *args, **kwargs)
+        self.agent_loop_workers_class = ray.remote(_AdaptiveAgentLoopWorkerTQ)
+        self.sampler_config = prepare_config(config)
+        if self.sampler_config is None:
+            raise RuntimeError("reinforce_ada: the adaptive rollout manager is configured but reinforce_ada.enable=false")
+        _check_streaming_reward(self.reward_loop_worker_handles)
+
+    def generate_sequences(self, prompts) -> None:
+        import transfer_queue as tq
+
+        if tu.get_non_tensor_data(prompts, "validate", False):
+            return super().generate_sequences(prompts)
+        uids = [str(u) for u in prompts["uid"].tolist()]
+        offsets = [0] * len(uids)
+        outputs_per_sample: dict[tuple[str, int], int] = {}
+
+        def generate(requests: Mapping[int, int]) -> Mapping[int, list[float]]:
+            active = list(requests)
+            batch = tu.index_select_tensor_dict(prompts, active)
+            tu.assign_non_tensor_stack(batch, "__rollout_n__", [requests[i] for i in active])
+            tu.assign_non_tensor_stack(batch, SESSION_OFFSET, [offsets[i] for i in active])
+            chunks = batch.chunk(len(self.agent_loop_workers))
+            records = [
+                r
+                for rs in ray.get([w.run_round.remote(c) for w, c in zip(self.agent_loop_workers, chunks)])
+                for r in rs
+            ]
+            results = _round_rewards(records, requests, uids, offsets)
+            outputs_per_sample.update({(uid, session): count for uid, session, _, count in records})
+            for prompt, count in requests.items():
+                offsets[prompt] += count
+            return results
+
+        step = tu.get_non_tensor_data(prompts, "global_steps", 0)
+        result = run_step(_selection_keys(step, len(uids)), self.sampler_config, generate)
+
+        kept = {(uids[p], i) for p, g in enumerate(result.groups) for i in g.kept}
+        unkept = [
+            f"{uid}_{session}_{i}"
+            for (uid, session), count in outputs_per_sample.items()
+            if (uid, session) not in kept
+            for i in range(count)
+        ]
+        if unkept:
+            tq.kv_clear(keys=unkept, partition_id="train")
+        _publish(result, uids)
+
+
+# ------------------------------------------------------------------------------------------
+# Legacy trainer (RayPPOTrainer, DataProto)
+# ------------------------------------------------------------------------------------------
+from verl.experimental.agent_loop import AgentLoopManager  # noqa: E402
+from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto  # noqa: E402
+
+
+class _AdaptiveManagerLegacy(AgentLoopManager):
+    def __init__(self, config, *args, **kwargs):
+        super().__init__(config, *args, **kwargs)
+        self.sampler_config = prepare_config(config)
+        if self.sampler_config is None:
+            raise RuntimeError("reinforce_ada: the adaptive rollout manager is configured but reinforce_ada.enable=false")
+        _check_streaming_reward(self.reward_loop_worker_handles)
+
+    def generate_sequences(self, prompts: DataProto) -> DataProto:
+        if prompts.meta_info.get("validate", False):
+            return super().generate_sequences(prompts)
+        n = self.sampler_config.n
+        # The trainer repeated every prompt n times (interleaved); one copy of each is the input.
+        if len(prompts) % n:
+            raise ValueError(f"reinforce_ada: expected a multiple of rollout.n={n} rows, got {len(prompts)}")
+        uids = prompts.non_tensor_batch["uid"]
+        base = prompts.select_idxs(np.arange(0, len(prompts), n))
+        if any(len(set(uids[i : i + n])) != 1 for i in range(0, len(prompts), n)):
+            raise ValueError("reinforce_ada: the legacy trainer's rollout input is not n copies of each prompt in a row")
+        rounds: list[DataProto] = []
+        pool_rows: list[list[tuple[int, int]]] = [[] for _ in range(len(base))]  # (round, row) per pool index
+        timing: dict[str, float] = {}
+
+        def generate(requests: Mapping[int, int]) -> Mapping[int, list[float]]:
+            rows = np.repeat(np.array(list(requests)), [requests[p] for p in requests])
+            batch = base.select_idxs(rows)
+            batch.meta_info = dict(prompts.meta_info)
+            padded, pad = pad_dataproto_to_divisor(batch, len(self.agent_loop_workers))
+            output = unpad_dataproto(super(_AdaptiveManagerLegacy, self).generate_sequences(padded), pad)
+            timing.update(output.meta_info.get("timing", {}))
+            if "rm_scores" not in output.batch.keys():
+                raise RuntimeError("reinforce_ada: the rollout returned no rm_scores (streaming reward is off)")
+            rewards = output.batch["rm_scores"].sum(dim=-1).tolist()
+            results: dict[int, list[float]] = defaultdict(list)
+            for row, prompt in enumerate(rows.tolist()):
+                pool_rows[prompt].append((len(rounds), row))
+                results[prompt].append(rewards[row])
+            rounds.append(output)
+            return results
+
+        step = prompts.meta_info.get("global_steps", 0)
+        result = run_step(_selection_keys(step, len(base)), self.sampler_config, generate)
+
+        reward_extra_keys = rounds[0].meta_info.get("reward_extra_keys", [])
+        for output in rounds:
+            output.meta_info = {}  # DataProto.concat insists on equal meta_info
+        round_start = np.cumsum([0] + [len(r) for r in rounds])
+        kept_rows = [
+            round_start[r] + row for p, group in enumerate(result.groups) for r, row in (pool_rows[p][i] for i in group.kept)
+        ]
+        output = DataProto.concat(rounds).select_idxs(np.array(kept_rows, dtype=np.int64))
+        _publish(result, [str(u) for u in base.non_tensor_batch["uid"]])
+        # The legacy trainer logs the rollout's `timing` dict (as timing_s/...); our metrics ride along.
+        timing.update(pop_step_metrics())
+        output.meta_info = {"timing": timing, "reward_extra_keys": reward_extra_keys}
+        return output

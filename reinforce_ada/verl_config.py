@@ -1,0 +1,162 @@
+"""The ``reinforce_ada`` section of a verl config: reading, reference-key mapping, validation.
+
+:func:`prepare_config` runs on the driver before Ray starts (``python -m reinforce_ada.main_ppo``)
+and again inside the rollout manager (which is all that runs when verl's own entry point is
+used). It is idempotent. Every error names the config key to change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from reinforce_ada.config import ConfigError, SamplerConfig
+
+SECTION = "reinforce_ada"
+MANAGER_CLASS = "reinforce_ada.agent_loop.AdaptiveAgentLoopManager"
+SAMPLER_PATH = "pkg://reinforce_ada.replay_buffer"
+SAMPLER_NAME = "ReinforceAdaReplayBuffer"
+ESTIMATORS = ("reinforce_ada", "grpo")
+
+# The reference implementation (RLHFlow/Reinforce-Ada) kept its settings under `algorithm`.
+REFERENCE_KEYS = {
+    "multiround_adaptive_downsampling": "enable",
+    "reinforce_ada_choice": "variant",
+    "positive_threshold": "threshold",
+    "max_rounds": "max_rounds",
+    "round_repeat": "round_size",
+    "global_stat_est": None,  # selects the estimator, see _map_reference_keys
+}
+REFERENCE_VARIANTS = {"balanced": "balance", "positive_focused": "pos"}
+
+
+def prepare_config(config: DictConfig) -> SamplerConfig | None:
+    """Maps the reference keys, validates, and wires the adaptive rollout into verl's hooks.
+
+    Args:
+        config: The whole verl config; changed in place (reference keys moved into the
+            ``reinforce_ada`` section, the manager and sampler hooks filled in).
+
+    Returns:
+        The sampler settings, or None when the adaptive rollout is off.
+
+    Raises:
+        ConfigError: On an invalid setting or combination, naming the key.
+    """
+    _map_reference_keys(config)
+    section = config.get(SECTION) or {}
+    enabled = bool(section.get("enable", False))
+    estimator = config.algorithm.adv_estimator
+    if estimator == "reinforce_ada" and not enabled:
+        raise ConfigError(
+            "algorithm.adv_estimator: 'reinforce_ada' needs the adaptive rollout; set reinforce_ada.enable=true "
+            "(or choose another estimator)"
+        )
+    if not enabled:
+        return None
+    if estimator not in ESTIMATORS:
+        raise ConfigError(
+            f"algorithm.adv_estimator: the adaptive rollout works with 'reinforce_ada' (baseline from every sample "
+            f"drawn) or 'grpo' (baseline from the kept group, the reference's global_stat_est=false), got {estimator!r}"
+        )
+    sampler = sampler_config(config)
+    _check_compatible(config, sampler)
+    _install_hooks(config)
+    return sampler
+
+
+def sampler_config(config: DictConfig) -> SamplerConfig:
+    """The :class:`SamplerConfig` of the ``reinforce_ada`` section, n from ``rollout.n``."""
+    values: dict[str, Any] = {k: v for k, v in OmegaConf.to_container(config[SECTION], resolve=True).items()}
+    values.pop("enable", None)
+    values["n"] = config.actor_rollout_ref.rollout.n
+    try:
+        return SamplerConfig.from_mapping(values, prefix=f"{SECTION}.")
+    except ConfigError as err:
+        message = str(err)
+        if message.startswith(f"{SECTION}.n:"):  # n is verl's key, not ours
+            message = "actor_rollout_ref.rollout.n:" + message[len(f"{SECTION}.n:") :]
+        raise ConfigError(message) from None
+
+
+def _map_reference_keys(config: DictConfig) -> None:
+    algorithm = config.algorithm
+    present = [k for k in REFERENCE_KEYS if k in algorithm]
+    if not present:
+        return
+    with open_dict(config):
+        if config.get(SECTION) is None:
+            config[SECTION] = {}
+        section = config[SECTION]
+        for key in present:
+            value = algorithm[key]
+            target = REFERENCE_KEYS[key]
+            if key == "reinforce_ada_choice":
+                if value not in REFERENCE_VARIANTS:
+                    raise ConfigError(
+                        f"algorithm.reinforce_ada_choice: must be one of {', '.join(REFERENCE_VARIANTS)}, got {value!r}"
+                    )
+                value = REFERENCE_VARIANTS[value]
+            if key == "global_stat_est":
+                # The fork patched verl's `grpo` estimator to use the pool statistics when this was on.
+                if value and algorithm.adv_estimator == "grpo":
+                    algorithm.adv_estimator = "reinforce_ada"
+            else:
+                section[target] = value
+        with open_dict(algorithm):
+            for key in present:
+                del algorithm[key]  # verl's AlgoConfig dataclass would reject them
+
+
+def _check_compatible(config: DictConfig, sampler: SamplerConfig) -> None:
+    trainer = config.trainer
+    use_v1 = trainer.get("use_v1", True)
+    if use_v1 and trainer.v1.trainer_mode != "sync":
+        raise ConfigError(
+            f"trainer.v1.trainer_mode: the adaptive rollout runs synchronous rounds and needs 'sync', "
+            f"got {trainer.v1.trainer_mode!r}"
+        )
+    filter_groups = config.algorithm.get("filter_groups") or {}
+    if filter_groups.get("enable", False):
+        raise ConfigError(
+            "algorithm.filter_groups.enable: DAPO group filtering and the adaptive rollout both decide which groups "
+            "are trained on; turn filtering off (Reinforce-Ada already keeps mixed groups)"
+        )
+    if config.algorithm.get("use_kl_in_reward", False):
+        raise ConfigError(
+            "algorithm.use_kl_in_reward: the pool baseline is computed from the raw rewards during the rounds, "
+            "so an in-reward KL penalty would not be in it; use actor_rollout_ref.actor.use_kl_loss=true instead"
+        )
+    reward_model = config.reward.get("reward_model") or {}
+    if reward_model.get("enable", False) and not reward_model.get("enable_resource_pool", False):
+        raise ConfigError(
+            "reward.reward_model.enable_resource_pool: the rounds need each sample's reward as it is generated, so a "
+            "reward model needs its own resource pool (set it to true)"
+        )
+    if not use_v1 and sampler.unresolved == "drop":
+        raise ConfigError(
+            "reinforce_ada.unresolved: 'drop' needs trainer.use_v1=true; the legacy trainer needs a fixed batch of "
+            "train_batch_size * rollout.n samples (use 'keep')"
+        )
+
+
+def _install_hooks(config: DictConfig) -> None:
+    """Points verl's manager (both trainers) and sampler (V1) hooks at this package."""
+    agent = config.actor_rollout_ref.rollout.agent
+    current = agent.get("agent_loop_manager_class")
+    if current not in (None, MANAGER_CLASS):
+        raise ConfigError(
+            f"actor_rollout_ref.rollout.agent.agent_loop_manager_class: the adaptive rollout needs {MANAGER_CLASS}, "
+            f"got {current!r}"
+        )
+    with open_dict(config):
+        agent.agent_loop_manager_class = MANAGER_CLASS
+        if config.trainer.get("use_v1", True):
+            custom = config.trainer.v1.sampler.custom_sampler
+            if custom.get("path") not in (None, SAMPLER_PATH):
+                raise ConfigError(
+                    f"trainer.v1.sampler.custom_sampler.path: the adaptive rollout reports its metrics through "
+                    f"{SAMPLER_PATH}:{SAMPLER_NAME}, got {custom.get('path')!r}"
+                )
+            custom.path, custom.name = SAMPLER_PATH, SAMPLER_NAME

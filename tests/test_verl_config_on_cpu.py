@@ -1,0 +1,114 @@
+"""The `reinforce_ada` section of the verl config: defaults, reference keys, validation before Ray."""
+
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_module
+
+from reinforce_ada.config import ConfigError
+from reinforce_ada.verl_config import MANAGER_CLASS, SAMPLER_NAME, SAMPLER_PATH, prepare_config
+
+
+def load(*overrides):
+    with initialize_config_module(config_module="reinforce_ada.configs", version_base=None):
+        return compose(config_name="reinforce_ada", overrides=list(overrides))
+
+
+def load_verl(*overrides):
+    """verl's own ppo_trainer config, as a user of `python -m verl.trainer.main_ppo` has it."""
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        return compose(config_name="ppo_trainer", overrides=list(overrides))
+
+
+def test_defaults_are_the_reference_settings():
+    cfg = load("actor_rollout_ref.rollout.n=4")
+    sampler = prepare_config(cfg)
+    assert (sampler.n, sampler.round_size, sampler.max_rounds, sampler.variant) == (4, 8, 4, "balance")
+    assert sampler.threshold == 0.7 and sampler.unresolved == "keep" and sampler.selection == "first"
+    assert cfg.algorithm.adv_estimator == "reinforce_ada" and cfg.algorithm.norm_adv_by_std_in_grpo is False
+    assert cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class == MANAGER_CLASS
+    assert (cfg.trainer.v1.sampler.custom_sampler.path, cfg.trainer.v1.sampler.custom_sampler.name) == (
+        SAMPLER_PATH,
+        SAMPLER_NAME,
+    )
+
+
+def test_overrides_reach_the_sampler():
+    cfg = load("actor_rollout_ref.rollout.n=8", "reinforce_ada.variant=pos", "reinforce_ada.round_size=16",
+               "reinforce_ada.max_rounds=2", "reinforce_ada.selection=random", "reinforce_ada.unresolved=drop")
+    sampler = prepare_config(cfg)
+    assert (sampler.n, sampler.variant, sampler.budget, sampler.selection, sampler.unresolved) == (
+        8, "pos", 32, "random", "drop")
+
+
+def test_disabled_section_gives_plain_verl():
+    cfg = load("reinforce_ada.enable=false", "algorithm.adv_estimator=grpo")
+    assert prepare_config(cfg) is None
+
+
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["actor_rollout_ref.rollout.n=40"], "actor_rollout_ref.rollout.n:"),
+        (["reinforce_ada.round_size=0"], "reinforce_ada.round_size:"),
+        (["reinforce_ada.variant=balanced"], "reinforce_ada.variant:"),
+        (["reinforce_ada.enable=false"], "algorithm.adv_estimator:"),
+        (["algorithm.adv_estimator=gae"], "algorithm.adv_estimator:"),
+        (["algorithm.use_kl_in_reward=true"], "algorithm.use_kl_in_reward:"),
+        (["algorithm.filter_groups.enable=true"], "algorithm.filter_groups.enable:"),
+        (["trainer.v1.trainer_mode=colocate_async"], "trainer.v1.trainer_mode:"),
+        (["reward.reward_model.enable=true"], "reward.reward_model.enable_resource_pool:"),
+        (["trainer.use_v1=false", "reinforce_ada.unresolved=drop"], "reinforce_ada.unresolved:"),
+        (["+reinforce_ada.rounds=3"], "reinforce_ada.rounds:"),
+        (["actor_rollout_ref.rollout.agent.agent_loop_manager_class=my.Manager"],
+         "actor_rollout_ref.rollout.agent.agent_loop_manager_class:"),
+    ],
+)
+def test_invalid_combinations_name_the_key(overrides, key):
+    cfg = load("actor_rollout_ref.rollout.n=4", *overrides)
+    with pytest.raises(ConfigError) as err:
+        prepare_config(cfg)
+    assert str(err.value).startswith(key), err.value
+
+
+def test_reference_keys_are_mapped():
+    cfg = load_verl(
+        "actor_rollout_ref.rollout.n=4",
+        "algorithm.adv_estimator=grpo",
+        "+algorithm.multiround_adaptive_downsampling=True",
+        "+algorithm.reinforce_ada_choice=positive_focused",
+        "+algorithm.positive_threshold=0.5",
+        "+algorithm.max_rounds=3",
+        "+algorithm.round_repeat=6",
+        "+algorithm.global_stat_est=True",
+    )
+    sampler = prepare_config(cfg)
+    assert (sampler.variant, sampler.threshold, sampler.max_rounds, sampler.round_size) == ("pos", 0.5, 3, 6)
+    assert cfg.algorithm.adv_estimator == "reinforce_ada"
+    assert "multiround_adaptive_downsampling" not in cfg.algorithm and "global_stat_est" not in cfg.algorithm
+    assert cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class == MANAGER_CLASS
+    assert prepare_config(cfg) == sampler  # idempotent: the manager calls it again
+
+
+def test_reference_without_global_stats_keeps_grpo_baseline():
+    cfg = load_verl("+algorithm.multiround_adaptive_downsampling=True", "+algorithm.global_stat_est=False",
+                    "algorithm.adv_estimator=grpo")
+    assert prepare_config(cfg).variant == "balance"
+    assert cfg.algorithm.adv_estimator == "grpo"
+
+
+def test_reference_choice_is_checked():
+    cfg = load_verl("+algorithm.multiround_adaptive_downsampling=True", "+algorithm.reinforce_ada_choice=positive-focused")
+    with pytest.raises(ConfigError, match="^algorithm.reinforce_ada_choice:"):
+        prepare_config(cfg)
+
+
+def test_entry_point_rejects_bad_config_before_ray_starts():
+    proc = subprocess.run(
+        [sys.executable, "-m", "reinforce_ada.main_ppo", "reinforce_ada.round_size=0"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: reinforce_ada.round_size: must be >= 1")
+    assert "ray" not in proc.stdout.lower()
