@@ -22,7 +22,7 @@ and the step metrics (:func:`pop_step_metrics`).
 from __future__ import annotations
 
 import asyncio
-import logging
+import sys
 from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
@@ -33,8 +33,6 @@ from reinforce_ada.estimator import publish_pools
 from reinforce_ada.sampling import RewardError
 from reinforce_ada.step import StepResult, run_step
 from reinforce_ada.verl_config import prepare_config
-
-logger = logging.getLogger(__name__)
 
 METRIC_PREFIX = "reinforce_ada/"
 _step_metrics: dict[str, float] = {}
@@ -50,18 +48,29 @@ def pop_step_metrics() -> dict[str, float]:
 def _publish(result: StepResult, uids: Sequence[str]) -> None:
     publish_pools({uid: g.stats for uid, g in zip(uids, result.groups) if not g.dropped})
     _step_metrics.clear()
-    _step_metrics.update({METRIC_PREFIX + k: v for k, v in result.metrics().items()})
-    m = result.metrics()
-    logger.warning(
-        "reinforce_ada: %d prompts, %d samples in %d rounds (%.1f s), %d resolved, %d unresolved, %d dropped",
-        len(uids), m["samples_total"], m["rounds"], m["rollout_seconds"],
-        m["prompts_resolved"], m["prompts_unresolved"], m["prompts_dropped"],
-    )  # fmt: skip
+    metrics = result.metrics()
+    _step_metrics.update({METRIC_PREFIX + k: v for k, v in metrics.items()})
+    _progress(
+        f"{len(uids)} prompts: {metrics['samples_total']:.0f} samples in {metrics['rounds']:.0f} rounds "
+        f"({metrics['rollout_seconds']:.1f} s); {metrics['prompts_resolved']:.0f} resolved, "
+        f"{metrics['prompts_unresolved']:.0f} unresolved, {metrics['prompts_dropped']:.0f} dropped"
+    )
 
 
-def _selection_keys(global_step: Any, count: int) -> list[str]:
-    # uids are random per run; step and position are stable, so `random` selection reproduces.
-    return [f"{global_step}:{i}" for i in range(count)]
+def _progress(message: str) -> None:
+    print(f"[reinforce_ada] {message}", file=sys.stderr, flush=True)
+
+
+def _run(prompt_count: int, global_step: Any, config, generate) -> StepResult:
+    def on_round(round_index: int, prompts: int, samples: int, seconds: float) -> None:
+        _progress(
+            f"step {global_step} round {round_index}/{config.max_rounds}: {prompts} active prompts, "
+            f"{samples} samples, {seconds:.1f} s"
+        )
+
+    # uids are random per run; step and position are stable, so the `random` selection reproduces.
+    keys = [f"{global_step}:{i}" for i in range(prompt_count)]
+    return run_step(keys, config, generate, on_round=on_round)
 
 
 class AdaptiveAgentLoopManager:
@@ -166,7 +175,7 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
 
         if tu.get_non_tensor_data(prompts, "validate", False):
             return super().generate_sequences(prompts)
-        uids = [str(u) for u in prompts["uid"].tolist()]
+        uids = [str(u) for u in prompts["uid"]]
         offsets = [0] * len(uids)
         outputs_per_sample: dict[tuple[str, int], int] = {}
 
@@ -188,7 +197,7 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
             return results
 
         step = tu.get_non_tensor_data(prompts, "global_steps", 0)
-        result = run_step(_selection_keys(step, len(uids)), self.sampler_config, generate)
+        result = _run(len(uids), step, self.sampler_config, generate)
 
         kept = {(uids[p], i) for p, g in enumerate(result.groups) for i in g.kept}
         unkept = [
@@ -249,8 +258,7 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
             rounds.append(output)
             return results
 
-        step = prompts.meta_info.get("global_steps", 0)
-        result = run_step(_selection_keys(step, len(base)), self.sampler_config, generate)
+        result = _run(len(base), prompts.meta_info.get("global_steps", 0), self.sampler_config, generate)
 
         reward_extra_keys = rounds[0].meta_info.get("reward_extra_keys", [])
         for output in rounds:

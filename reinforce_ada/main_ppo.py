@@ -37,7 +37,10 @@ def prepare(config: DictConfig) -> None:
 @hydra.main(config_path="pkg://reinforce_ada.configs", config_name="reinforce_ada", version_base=None)
 def main(config: DictConfig) -> None:
     if config.trainer.get("device") == "cpu":
-        os.environ["VERL_PLATFORM"] = "cpu"  # before verl is imported; Ray workers inherit it
+        from reinforce_ada import cpu
+
+        os.environ["VERL_PLATFORM"] = cpu.PLATFORM  # Ray workers inherit it, and load the platform
+        cpu.activate()  # here too: composing the config imported verl before the variable was set
     try:
         prepare(config)
     except ConfigError as err:

@@ -42,11 +42,16 @@ class StepResult:
         return metrics
 
 
+RoundReport = Callable[[int, int, int, float], None]
+"""``(round, prompts sampled, samples drawn, seconds) -> None``, called after each round."""
+
+
 def run_step(
     prompt_keys: Sequence[str],
     config: SamplerConfig,
     generate: RoundGenerator,
     clock: Callable[[], float] = time.perf_counter,
+    on_round: RoundReport | None = None,
 ) -> StepResult:
     """Samples every prompt in rounds until it is finished, then forms its group.
 
@@ -57,6 +62,7 @@ def run_step(
         generate: Draws and scores ``{prompt index: count}`` samples, returning
             ``{prompt index: rewards in generation order}``.
         clock: Time source for the round timings.
+        on_round: Called after each round, e.g. to show progress.
     """
     samplers = [PromptSampler(config) for _ in prompt_keys]
     round_seconds: list[float] = []
@@ -65,6 +71,8 @@ def run_step(
         start = clock()
         results = generate(requests)
         round_seconds.append(clock() - start)
+        if on_round is not None:
+            on_round(len(round_seconds), len(requests), sum(requests.values()), round_seconds[-1])
         return results
 
     run_rounds(samplers, timed_generate)

@@ -82,8 +82,9 @@ def sampler_config(config: DictConfig) -> SamplerConfig:
 
 def _map_reference_keys(config: DictConfig) -> None:
     algorithm = config.algorithm
-    present = [k for k in REFERENCE_KEYS if k in algorithm]
-    if not present:
+    declared = [k for k in REFERENCE_KEYS if k in algorithm]  # our YAML declares them all, as null
+    present = [k for k in declared if algorithm[k] is not None]
+    if not declared:
         return
     with open_dict(config):
         if config.get(SECTION) is None:
@@ -105,7 +106,7 @@ def _map_reference_keys(config: DictConfig) -> None:
             else:
                 section[target] = value
         with open_dict(algorithm):
-            for key in present:
+            for key in declared:
                 del algorithm[key]  # verl's AlgoConfig dataclass would reject them
 
 
