@@ -78,18 +78,24 @@ class AdaptiveAgentLoopManager:
 
     @classmethod
     def create(cls, config, *args, **kwargs):
-        if config.trainer.get("use_v1", True):
-            return _AdaptiveManagerV1.create(config, *args, **kwargs)
-        return _AdaptiveManagerLegacy.create(config, *args, **kwargs)
+        use_v1 = config.trainer.get("use_v1", True)
+        if prepare_config(config) is None:  # reinforce_ada.enable=false: verl's own rollout
+            return (AgentLoopManagerTQ if use_v1 else AgentLoopManager).create(config, *args, **kwargs)
+        return (_AdaptiveManagerV1 if use_v1 else _AdaptiveManagerLegacy).create(config, *args, **kwargs)
 
 
-def _check_streaming_reward(reward_loop_worker_handles) -> None:
+def _sampler_settings(config, reward_loop_worker_handles):
+    """The manager's sampler settings, checking that verl streams rewards to the rollout."""
+    settings = prepare_config(config)
+    if settings is None:
+        raise RuntimeError("reinforce_ada: the adaptive rollout manager is configured but reinforce_ada.enable=false")
     if reward_loop_worker_handles is None:
         raise RuntimeError(
             "reinforce_ada: the rounds need each sample's reward as soon as it is generated (verl's streaming "
             "reward workers), but verl gave the rollout none; this happens with a reward model sharing the actor's "
             "GPUs: set reward.reward_model.enable_resource_pool=true"
         )
+    return settings
 
 
 def _round_rewards(records: Sequence[tuple[str, int, float, int]], requests: Mapping[int, int], uids, offsets):
@@ -165,14 +171,20 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
     def __init__(self, config, *args, **kwargs):
         super().__init__(config, *args, **kwargs)
         self.agent_loop_workers_class = ray.remote(_AdaptiveAgentLoopWorkerTQ)
-        self.sampler_config = prepare_config(config)
-        if self.sampler_config is None:
-            raise RuntimeError("reinforce_ada: the adaptive rollout manager is configured but reinforce_ada.enable=false")
-        _check_streaming_reward(self.reward_loop_worker_handles)
+        self.sampler_config = _sampler_settings(config, self.reward_loop_worker_handles)
 
-    def generate_sequences(self, prompts) -> None:
+    def _dispatch_round(self, batch) -> list[tuple[str, int, float, int]]:
+        """One round on the workers: ``(uid, session, reward, outputs)`` per sample."""
+        chunks = batch.chunk(len(self.agent_loop_workers))
+        done = ray.get([w.run_round.remote(c) for w, c in zip(self.agent_loop_workers, chunks)])
+        return [record for records in done for record in records]
+
+    def _clear_samples(self, keys: list[str]) -> None:
         import transfer_queue as tq
 
+        tq.kv_clear(keys=keys, partition_id="train")
+
+    def generate_sequences(self, prompts) -> None:
         if tu.get_non_tensor_data(prompts, "validate", False):
             return super().generate_sequences(prompts)
         uids = [str(u) for u in prompts["uid"]]
@@ -184,12 +196,7 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
             batch = tu.index_select_tensor_dict(prompts, active)
             tu.assign_non_tensor_stack(batch, "__rollout_n__", [requests[i] for i in active])
             tu.assign_non_tensor_stack(batch, SESSION_OFFSET, [offsets[i] for i in active])
-            chunks = batch.chunk(len(self.agent_loop_workers))
-            records = [
-                r
-                for rs in ray.get([w.run_round.remote(c) for w, c in zip(self.agent_loop_workers, chunks)])
-                for r in rs
-            ]
+            records = self._dispatch_round(batch)
             results = _round_rewards(records, requests, uids, offsets)
             outputs_per_sample.update({(uid, session): count for uid, session, _, count in records})
             for prompt, count in requests.items():
@@ -207,7 +214,7 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
             for i in range(count)
         ]
         if unkept:
-            tq.kv_clear(keys=unkept, partition_id="train")
+            self._clear_samples(unkept)
         _publish(result, uids)
 
 
@@ -221,10 +228,12 @@ from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto  
 class _AdaptiveManagerLegacy(AgentLoopManager):
     def __init__(self, config, *args, **kwargs):
         super().__init__(config, *args, **kwargs)
-        self.sampler_config = prepare_config(config)
-        if self.sampler_config is None:
-            raise RuntimeError("reinforce_ada: the adaptive rollout manager is configured but reinforce_ada.enable=false")
-        _check_streaming_reward(self.reward_loop_worker_handles)
+        self.sampler_config = _sampler_settings(config, self.reward_loop_worker_handles)
+
+    def _generate_round(self, batch: DataProto) -> DataProto:
+        """One round through verl's own manager (its workers need equal chunks: pad, then unpad)."""
+        padded, pad = pad_dataproto_to_divisor(batch, len(self.agent_loop_workers))
+        return unpad_dataproto(super().generate_sequences(padded), pad)
 
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         if prompts.meta_info.get("validate", False):
@@ -245,8 +254,7 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
             rows = np.repeat(np.array(list(requests)), [requests[p] for p in requests])
             batch = base.select_idxs(rows)
             batch.meta_info = dict(prompts.meta_info)
-            padded, pad = pad_dataproto_to_divisor(batch, len(self.agent_loop_workers))
-            output = unpad_dataproto(super(_AdaptiveManagerLegacy, self).generate_sequences(padded), pad)
+            output = self._generate_round(batch)
             timing.update(output.meta_info.get("timing", {}))
             if "rm_scores" not in output.batch.keys():
                 raise RuntimeError("reinforce_ada: the rollout returned no rm_scores (streaming reward is off)")

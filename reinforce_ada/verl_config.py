@@ -54,6 +54,7 @@ def prepare_config(config: DictConfig) -> SamplerConfig | None:
             "(or choose another estimator)"
         )
     if not enabled:
+        _remove_hooks(config)
         return None
     if estimator not in ESTIMATORS:
         raise ConfigError(
@@ -161,3 +162,14 @@ def _install_hooks(config: DictConfig) -> None:
                     f"{SAMPLER_PATH}:{SAMPLER_NAME}, got {custom.get('path')!r}"
                 )
             custom.path, custom.name = SAMPLER_PATH, SAMPLER_NAME
+
+
+def _remove_hooks(config: DictConfig) -> None:
+    """With the adaptive rollout off, verl's own manager and replay buffer do the work."""
+    agent = config.actor_rollout_ref.rollout.agent
+    with open_dict(config):
+        if agent.get("agent_loop_manager_class") == MANAGER_CLASS:
+            agent.agent_loop_manager_class = None
+        custom = config.trainer.v1.sampler.custom_sampler
+        if custom.get("path") == SAMPLER_PATH:
+            custom.path = custom.name = None

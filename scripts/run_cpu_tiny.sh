@@ -5,8 +5,10 @@
 #   bash scripts/run_cpu_tiny.sh [hydra overrides...]
 #
 # Environment: STEPS (training steps, default 2), OUT (run folder, default outputs/cpu_tiny),
-# VARIANT (balance | pos, default balance), TRAINER (v1 | legacy, default v1). Metrics go to
-# the console and to OUT/metrics/<start time>.jsonl (verl's file logger).
+# VARIANT (balance | pos, default balance), TRAINER (v1 | legacy, default v1), ENTRY (ours |
+# verl, default ours: verl's own `python -m verl.trainer.main_ppo` with this package's config,
+# which then needs the CPU settings spelled out, as below). Metrics go to the console and to
+# OUT/metrics/<start time>.jsonl (verl's file logger).
 # Rerunning with the same OUT resumes from its last checkpoint.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,8 +25,22 @@ export WANDB_MODE=disabled HYDRA_FULL_ERROR=1 OMP_NUM_THREADS=1
 export VERL_FILE_LOGGER_PATH=${VERL_FILE_LOGGER_PATH:-$out/metrics/$(date +%Y%m%d-%H%M%S).jsonl}
 mkdir -p "$(dirname "$VERL_FILE_LOGGER_PATH")"
 
+case "${ENTRY:-ours}" in
+  ours) entry=(-m reinforce_ada.main_ppo) ;;
+  # verl's entry point does not run our pre-Ray checks, so the CPU settings that
+  # reinforce_ada.main_ppo derives from trainer.device=cpu are given here.
+  verl) export VERL_PLATFORM=cpu
+        entry=(-m verl.trainer.main_ppo --config-path=pkg://reinforce_ada.configs --config-name=reinforce_ada
+               +actor_rollout_ref.model.override_config.attn_implementation=sdpa
+               actor_rollout_ref.actor.strategy=fsdp2 actor_rollout_ref.ref.strategy=fsdp2 critic.strategy=fsdp2
+               +actor_rollout_ref.rollout.enable_sleep_mode=false
+               transfer_queue.backend.SimpleStorage.num_data_storage_units=1
+               +ray_kwargs.ray_init.num_gpus=1 ray_kwargs.ray_init.num_cpus=16) ;;
+  *) echo "ENTRY must be ours or verl" >&2; exit 2 ;;
+esac
+
 cd "$root"
-exec "$py" -m reinforce_ada.main_ppo \
+exec "$py" "${entry[@]}" \
   trainer.device=cpu trainer.use_v1=$use_v1 trainer.n_gpus_per_node=1 trainer.nnodes=1 \
   reinforce_ada.variant="${VARIANT:-balance}" \
   data.train_files="$out/tiny/data/train.parquet" data.val_files="$out/tiny/data/test.parquet" \

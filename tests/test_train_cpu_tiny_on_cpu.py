@@ -133,3 +133,15 @@ def test_reference_launch_overrides_run_on_the_legacy_trainer(tmp_path):
     assert [r["step"] for r in records] == [1]
     # the legacy trainer logs what the rollout reports under timing_s/
     assert_sane_sampler_metrics(records[0]["data"], "timing_s/reinforce_ada/")
+
+
+def test_verls_own_entry_point_runs_the_adaptive_rollout(tmp_path):
+    # Two rounds make unresolved (dropped) prompts likely, so that verl pads the shrunken batch.
+    records, log = run(
+        tmp_path, "verl_entry", {"STEPS": "1", "ENTRY": "verl", "VARIANT": "pos"},
+        "reinforce_ada.unresolved=drop", "reinforce_ada.max_rounds=2",
+    )
+    data = records[0]["data"]
+    assert data["reinforce_ada/prompts"] == 4
+    assert data["reinforce_ada/kept_samples"] == 4 * (4 - data["reinforce_ada/prompts_dropped"])
+    assert data["reinforce_ada/prompts_dropped"] == data["reinforce_ada/prompts_unresolved"]

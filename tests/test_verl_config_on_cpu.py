@@ -112,3 +112,21 @@ def test_entry_point_rejects_bad_config_before_ray_starts():
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("error: reinforce_ada.round_size: must be >= 1")
     assert "ray" not in proc.stdout.lower()
+
+
+def test_disabling_hands_the_rollout_back_to_verl():
+    cfg = load("reinforce_ada.enable=false", "algorithm.adv_estimator=grpo")
+    prepare_config(cfg)
+    assert cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class is None
+    assert cfg.trainer.v1.sampler.custom_sampler.path is None
+
+
+def test_disabled_config_makes_the_manager_class_build_verls_own(monkeypatch):
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
+
+    from reinforce_ada.agent_loop import AdaptiveAgentLoopManager
+
+    built = []
+    monkeypatch.setattr(AgentLoopManagerTQ, "create", classmethod(lambda cls, config, **kw: built.append(cls) or cls))
+    cfg = load("reinforce_ada.enable=false", "algorithm.adv_estimator=grpo")
+    assert AdaptiveAgentLoopManager.create(cfg, llm_client=None) is AgentLoopManagerTQ and built == [AgentLoopManagerTQ]

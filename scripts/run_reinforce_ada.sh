@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Reinforce-Ada-Seq with the paper's settings (Qwen2.5-Math-1.5B, 8 GPUs, 512 prompts per step,
+# n=4 kept, M=8 per round, R=4 rounds, threshold 0.7, no std division, clip 0.2/0.28, lr 1e-6).
+#
+#   VARIANT=pos bash scripts/run_reinforce_ada.sh [hydra overrides...]
+#
+# Environment (defaults in brackets): VARIANT [balance] (or pos), MODEL [Qwen/Qwen2.5-Math-1.5B],
+# TRAIN_FILES [data/openr1/train.parquet], VAL_FILES [data/openr1/test.parquet],
+# REWARD_FILE [none: verl's default math reward for the data source], NGPUS [8], NNODES [1],
+# PROJECT [Reinforce-Ada], EXPERIMENT [reinforce_ada_$VARIANT], CKPT_DIR [outputs/$EXPERIMENT],
+# LOGGER ['["console","wandb"]'].
+set -euo pipefail
+VARIANT=${VARIANT:-balance}
+EXPERIMENT=${EXPERIMENT:-reinforce_ada_${VARIANT}}
+reward=()
+[[ -n "${REWARD_FILE:-}" ]] && reward=(reward.custom_reward_function.path="$REWARD_FILE" reward.custom_reward_function.name=compute_score)
+
+exec python -m reinforce_ada.main_ppo \
+  reinforce_ada.variant="$VARIANT" reinforce_ada.round_size=8 reinforce_ada.max_rounds=4 reinforce_ada.threshold=0.7 \
+  algorithm.adv_estimator=reinforce_ada algorithm.norm_adv_by_std_in_grpo=false \
+  algorithm.use_kl_in_reward=false actor_rollout_ref.actor.use_kl_loss=false \
+  data.train_files="${TRAIN_FILES:-data/openr1/train.parquet}" data.val_files="${VAL_FILES:-data/openr1/test.parquet}" \
+  data.prompt_key=prompt data.truncation=left data.max_prompt_length=1024 data.max_response_length=2048 \
+  data.train_batch_size=512 \
+  actor_rollout_ref.model.path="${MODEL:-Qwen/Qwen2.5-Math-1.5B}" \
+  actor_rollout_ref.model.use_remove_padding=true actor_rollout_ref.model.enable_gradient_checkpointing=true \
+  actor_rollout_ref.actor.optim.lr=1e-6 actor_rollout_ref.actor.optim.lr_warmup_steps=10 \
+  actor_rollout_ref.actor.optim.weight_decay=0 actor_rollout_ref.actor.ppo_mini_batch_size=128 \
+  actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=6144 \
+  actor_rollout_ref.actor.clip_ratio_low=0.2 actor_rollout_ref.actor.clip_ratio_high=0.28 \
+  actor_rollout_ref.actor.clip_ratio_c=10.0 actor_rollout_ref.actor.loss_agg_mode=token-mean \
+  actor_rollout_ref.actor.entropy_coeff=0 actor_rollout_ref.actor.grad_clip=1.0 \
+  actor_rollout_ref.ref.log_prob_use_dynamic_bsz=true actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=9216 \
+  actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.temperature=1.0 \
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.8 actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
+  actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=9216 \
+  actor_rollout_ref.rollout.val_kwargs.temperature=1.0 actor_rollout_ref.rollout.val_kwargs.do_sample=true \
+  actor_rollout_ref.rollout.val_kwargs.n=4 \
+  "${reward[@]}" \
+  trainer.n_gpus_per_node="${NGPUS:-8}" trainer.nnodes="${NNODES:-1}" \
+  trainer.logger="${LOGGER:-[\"console\",\"wandb\"]}" trainer.project_name="${PROJECT:-Reinforce-Ada}" \
+  trainer.experiment_name="$EXPERIMENT" trainer.default_local_dir="${CKPT_DIR:-outputs/$EXPERIMENT}" \
+  trainer.val_before_train=true trainer.test_freq=50 trainer.save_freq=50 \
+  trainer.total_epochs=1000 trainer.total_training_steps=400 trainer.resume_mode=auto \
+  "$@"

@@ -1,0 +1,177 @@
+"""The rollout managers' round logic against fake rollouts with known rewards (no Ray, no vLLM)."""
+
+import numpy as np
+import pytest
+import torch
+
+from reinforce_ada.config import SamplerConfig
+from reinforce_ada.sampling import RewardError
+
+# Rewards each prompt gets, in generation order (n=4, M=8, R=4, balance):
+REWARDS = {
+    "easy": [1, 0, 1, 1, 0, 1, 0, 1] + [0] * 24,  # resolves in round 1
+    "late": [0] * 17 + [1] + [0] * 2 + [1] + [0] * 11,  # second positive at 20: resolves in round 3
+    "never": [0] * 32,  # unresolved after 4 rounds
+}
+UIDS = list(REWARDS)
+# (round -> {uid: (samples requested, first session id)})
+EXPECTED_REQUESTS = [
+    {"easy": (8, 0), "late": (8, 0), "never": (8, 0)},
+    {"late": (8, 8), "never": (8, 8)},
+    {"late": (8, 16), "never": (8, 16)},
+    {"never": (8, 24)},
+]
+EXPECTED_KEPT = {"easy": [0, 1, 2, 4], "late": [0, 1, 17, 20], "never": [0, 1, 2, 3]}
+
+
+@pytest.fixture
+def published():
+    import reinforce_ada.agent_loop as agent_loop
+    from reinforce_ada import estimator
+
+    yield estimator._published_pools
+    estimator._published_pools.clear()
+    agent_loop.pop_step_metrics()
+
+
+def v1_manager(config, drop_session=None):
+    from reinforce_ada.agent_loop import SESSION_OFFSET, _AdaptiveManagerV1
+
+    manager = object.__new__(_AdaptiveManagerV1)
+    manager.sampler_config = config
+    manager.requests, manager.cleared = [], []
+
+    def dispatch(batch):
+        uids = [str(u) for u in batch["uid"]]
+        counts, offsets = list(batch["__rollout_n__"]), list(batch[SESSION_OFFSET])
+        manager.requests.append({u: (c, o) for u, c, o in zip(uids, counts, offsets)})
+        return [
+            (u, s, float(REWARDS[u][s]), 1)
+            for u, c, o in zip(uids, counts, offsets)
+            for s in range(o, o + c)
+            if (u, s) != drop_session
+        ]
+
+    manager._dispatch_round = dispatch
+    manager._clear_samples = manager.cleared.extend
+    return manager
+
+
+def v1_prompts(step=7):
+    from verl.utils import tensordict_utils as tu
+
+    batch = tu.get_tensordict(
+        {"input_ids": torch.zeros(len(UIDS), 3, dtype=torch.long), "uid": np.array(UIDS, dtype=object)}
+    )
+    tu.assign_non_tensor_data(batch, "global_steps", step)
+    return batch
+
+
+def test_v1_requests_exactly_the_active_prompts_each_round(published):
+    from reinforce_ada.agent_loop import pop_step_metrics
+
+    manager = v1_manager(SamplerConfig())
+    manager.generate_sequences(v1_prompts())
+    assert manager.requests == EXPECTED_REQUESTS
+    kept_keys = {f"{u}_{s}_0" for u, sessions in EXPECTED_KEPT.items() for s in sessions}
+    drawn = {"easy": 8, "late": 24, "never": 32}
+    all_keys = {f"{u}_{s}_0" for u, count in drawn.items() for s in range(count)}
+    assert sorted(manager.cleared) == sorted(all_keys - kept_keys)
+    assert published["late"].count == 24 and published["late"].mean == pytest.approx(2 / 24)
+    assert published["never"].mean == 0.0 and published["easy"].mean == pytest.approx(5 / 8)
+    metrics = pop_step_metrics()
+    assert metrics["reinforce_ada/samples_total"] == 64 and metrics["reinforce_ada/rounds"] == 4
+    assert metrics["reinforce_ada/prompts_unresolved"] == 1
+    assert pop_step_metrics() == {}  # reported once
+
+
+def test_v1_drop_policy_clears_every_sample_of_unresolved_prompts(published):
+    manager = v1_manager(SamplerConfig(unresolved="drop"))
+    manager.generate_sequences(v1_prompts())
+    assert {f"never_{s}_0" for s in range(32)} <= set(manager.cleared)
+    assert "never" not in published and "late" in published
+
+
+def test_v1_failed_sample_is_reported_not_dropped(published):
+    manager = v1_manager(SamplerConfig(), drop_session=("late", 10))
+    with pytest.raises(RewardError, match=r"late got 7 of its 8 samples this round \(missing sessions \[10\]\)"):
+        manager.generate_sequences(v1_prompts())
+
+
+def test_v1_validation_batches_go_to_verl_unchanged(monkeypatch):
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
+    from verl.utils import tensordict_utils as tu
+
+    seen = []
+    monkeypatch.setattr(AgentLoopManagerTQ, "generate_sequences", lambda self, prompts: seen.append(prompts))
+    manager = v1_manager(SamplerConfig())
+    batch = v1_prompts()
+    tu.assign_non_tensor_data(batch, "validate", True)
+    manager.generate_sequences(batch)
+    assert seen == [batch] and manager.requests == []
+
+
+def legacy_manager(config):
+    from verl.protocol import DataProto
+
+    from reinforce_ada.agent_loop import _AdaptiveManagerLegacy
+
+    manager = object.__new__(_AdaptiveManagerLegacy)
+    manager.sampler_config = config
+    manager.requests = []
+    drawn = {u: 0 for u in UIDS}
+
+    def generate_round(batch):
+        uids = [str(u) for u in batch.non_tensor_batch["uid"]]
+        counts = {u: uids.count(u) for u in dict.fromkeys(uids)}
+        manager.requests.append({u: (c, drawn[u]) for u, c in counts.items()})
+        sessions = []
+        for u in uids:
+            sessions.append(drawn[u])
+            drawn[u] += 1
+        rewards = torch.tensor([float(REWARDS[u][s]) for u, s in zip(uids, sessions)])
+        rm_scores = torch.zeros(len(uids), 4)
+        rm_scores[:, -1] = rewards
+        out = DataProto.from_dict(
+            tensors={"rm_scores": rm_scores, "session": torch.tensor(sessions)},
+            non_tensors={"uid": np.array(uids, dtype=object)},
+            meta_info={"timing": {"agent_loop/generate_sequences/max": 0.1}, "reward_extra_keys": []},
+        )
+        return out
+
+    manager._generate_round = generate_round
+    return manager
+
+
+def legacy_prompts(n=4):
+    from verl.protocol import DataProto
+
+    uids = np.array([u for u in UIDS for _ in range(n)], dtype=object)
+    return DataProto.from_dict(
+        tensors={"input_ids": torch.zeros(len(uids), 3, dtype=torch.long)},
+        non_tensors={"uid": uids},
+        meta_info={"global_steps": 3},
+    )
+
+
+def test_legacy_returns_n_samples_per_prompt_in_prompt_order(published):
+    manager = legacy_manager(SamplerConfig())
+    output = manager.generate_sequences(legacy_prompts())
+    assert manager.requests == EXPECTED_REQUESTS
+    assert list(output.non_tensor_batch["uid"]) == [u for u in UIDS for _ in range(4)]
+    sessions = output.batch["session"].view(len(UIDS), 4).tolist()
+    assert {u: sorted(s) for u, s in zip(UIDS, sessions)} == EXPECTED_KEPT
+    assert output.meta_info["timing"]["reinforce_ada/samples_total"] == 64
+    assert set(output.meta_info) == {"timing", "reward_extra_keys"}
+    assert published["late"].mean == pytest.approx(2 / 24)
+
+
+def test_legacy_rejects_input_that_is_not_n_copies_per_prompt(published):
+    from verl.protocol import DataProto
+
+    manager = legacy_manager(SamplerConfig())
+    shuffled = DataProto.from_dict(
+        tensors={"input_ids": torch.zeros(8, 3)}, non_tensors={"uid": np.array(list("abababab"), dtype=object)}
+    )
+    with pytest.raises(ValueError, match="not n copies"):
+        manager.generate_sequences(shuffled)
