@@ -25,9 +25,10 @@ What it takes, in the order verl meets it:
    and replaces ``layer.weight`` by an empty parameter; verl's weight sync after each step then
    fails ("'Parameter' object has no attribute 'weight_loader'") and hangs, and the packed
    copy would go stale anyway. Linear layers use plain ``torch.nn.functional.linear`` instead.
-6. Settings (:func:`prepare_config`): sdpa attention (no flash-attn), FSDP2 (FSDP1 passes an
-   integer device id), no vLLM sleep mode (refused on CPU), one TransferQueue storage unit
-   and oversubscribed logical CPUs so that Ray does not starve on two cores.
+6. Settings (:func:`prepare_config`): sdpa attention (flash-attn is CUDA-only), FSDP2 (FSDP1
+   fails with "sync_module_states=True requires GPU"), no vLLM sleep mode ("Sleep mode is not
+   supported on current platform"), and oversubscribed logical CPUs: each placement-group
+   bundle asks for several, and with Ray's default (the 2 real cores) the V1 trainer hangs.
 """
 
 from __future__ import annotations
@@ -81,7 +82,6 @@ def prepare_config(config: DictConfig) -> list[str]:
     require("actor_rollout_ref.ref.strategy", "fsdp2")
     require("critic.strategy", "fsdp2")
     require("actor_rollout_ref.rollout.enable_sleep_mode", False)
-    require("transfer_queue.backend.SimpleStorage.num_data_storage_units", 1)
     gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
     require("ray_kwargs.ray_init.num_gpus", gpus)
     if (config.ray_kwargs.ray_init.get("num_cpus") or 0) < 16:
