@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import ray
@@ -45,10 +45,23 @@ def pop_step_metrics() -> dict[str, float]:
     return metrics
 
 
-def _publish(result: StepResult, uids: Sequence[str]) -> None:
+class SampleRecord(NamedTuple):
+    """What an agent-loop worker reports for one generated and scored sample."""
+
+    uid: str
+    session: int
+    reward: float
+    outputs: int  # TransferQueue entries (a multi-turn agent loop stores one per output)
+    reward_seconds: float
+
+
+def _publish(result: StepResult, uids: Sequence[str], reward_seconds: float) -> None:
     publish_pools({uid: g.stats for uid, g in zip(uids, result.groups) if not g.dropped})
     _step_metrics.clear()
     metrics = result.metrics()
+    # Seconds from a sample's reward request to its score, averaged; scoring overlaps with the
+    # generation of other samples, so this is not added to rollout_seconds.
+    metrics["reward_latency_mean"] = reward_seconds / metrics["samples_total"] if metrics["samples_total"] else 0.0
     _step_metrics.update({METRIC_PREFIX + k: v for k, v in metrics.items()})
     _progress(
         f"{len(uids)} prompts: {metrics['samples_total']:.0f} samples in {metrics['rounds']:.0f} rounds "
@@ -98,11 +111,11 @@ def _sampler_settings(config, reward_loop_worker_handles):
     return settings
 
 
-def _round_rewards(records: Sequence[tuple[str, int, float, int]], requests: Mapping[int, int], uids, offsets):
-    """Groups ``(uid, session, reward, outputs)`` records by prompt, in session order, checking the counts."""
+def _round_rewards(records: Sequence[SampleRecord], requests: Mapping[int, int], uids, offsets):
+    """Groups the records by prompt, rewards in session order, checking that none is missing."""
     by_uid: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for uid, session, reward, _ in records:
-        by_uid[uid].append((session, reward))
+    for record in records:
+        by_uid[record.uid].append((record.session, record.reward))
     results = {}
     for prompt, count in requests.items():
         got = sorted(by_uid.get(uids[prompt], []))
@@ -136,7 +149,7 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._rewards: list[tuple[str, int, float, int]] = []
+        self._records: list[SampleRecord] = []
 
     async def _run_agent_loop(self, sampling_params, trajectory, *, agent_name, trace=True, **kwargs):
         offset = kwargs.pop(SESSION_OFFSET, None)
@@ -148,23 +161,26 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
         await super()._agent_loop_postprocess(output, validate, **kwargs)
         outputs = output if isinstance(output, list) else [output]
         if not validate and outputs:
-            reward = outputs[-1].reward_score
-            if reward is None:
+            final = outputs[-1]
+            if final.reward_score is None:
                 raise RuntimeError(f"reinforce_ada: no reward was computed for prompt uid {kwargs['uid']}")
-            self._rewards.append((kwargs["uid"], int(kwargs["session_id"]), float(reward), len(outputs)))
+            self._records.append(
+                SampleRecord(
+                    uid=kwargs["uid"],
+                    session=int(kwargs["session_id"]),
+                    reward=float(final.reward_score),
+                    outputs=len(outputs),
+                    reward_seconds=float(final.metrics.compute_score or 0.0),
+                )
+            )
 
-    async def run_round(self, batch) -> list[tuple[str, int, float, int]]:
-        """Generates and scores the requested samples and waits for all of them.
-
-        Returns:
-            One ``(uid, session id, reward, number of outputs)`` per sample; a multi-turn agent
-            loop stores one TransferQueue entry per output.
-        """
-        self._rewards = []
+    async def run_round(self, batch) -> list[SampleRecord]:
+        """Generates and scores the requested samples, waits for all, returns one record each."""
+        self._records = []
         await self.generate_sequences(batch)
         await asyncio.gather(*list(self.background_tasks), return_exceptions=True)
-        rewards, self._rewards = self._rewards, []
-        return rewards
+        records, self._records = self._records, []
+        return records
 
 
 class _AdaptiveManagerV1(AgentLoopManagerTQ):
@@ -173,8 +189,8 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         self.agent_loop_workers_class = ray.remote(_AdaptiveAgentLoopWorkerTQ)
         self.sampler_config = _sampler_settings(config, self.reward_loop_worker_handles)
 
-    def _dispatch_round(self, batch) -> list[tuple[str, int, float, int]]:
-        """One round on the workers: ``(uid, session, reward, outputs)`` per sample."""
+    def _dispatch_round(self, batch) -> list[SampleRecord]:
+        """One round on the workers: a record per generated and scored sample."""
         chunks = batch.chunk(len(self.agent_loop_workers))
         done = ray.get([w.run_round.remote(c) for w, c in zip(self.agent_loop_workers, chunks)])
         return [record for records in done for record in records]
@@ -190,15 +206,18 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         uids = [str(u) for u in prompts["uid"]]
         offsets = [0] * len(uids)
         outputs_per_sample: dict[tuple[str, int], int] = {}
+        reward_seconds = 0.0
 
         def generate(requests: Mapping[int, int]) -> Mapping[int, list[float]]:
+            nonlocal reward_seconds
             active = list(requests)
             batch = tu.index_select_tensor_dict(prompts, active)
             tu.assign_non_tensor_stack(batch, "__rollout_n__", [requests[i] for i in active])
             tu.assign_non_tensor_stack(batch, SESSION_OFFSET, [offsets[i] for i in active])
             records = self._dispatch_round(batch)
             results = _round_rewards(records, requests, uids, offsets)
-            outputs_per_sample.update({(uid, session): count for uid, session, _, count in records})
+            outputs_per_sample.update({(r.uid, r.session): r.outputs for r in records})
+            reward_seconds += sum(r.reward_seconds for r in records)
             for prompt, count in requests.items():
                 offsets[prompt] += count
             return results
@@ -215,7 +234,7 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         ]
         if unkept:
             self._clear_samples(unkept)
-        _publish(result, uids)
+        _publish(result, uids, reward_seconds)
 
 
 # ------------------------------------------------------------------------------------------
@@ -249,13 +268,17 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
         rounds: list[DataProto] = []
         pool_rows: list[list[tuple[int, int]]] = [[] for _ in range(len(base))]  # (round, row) per pool index
         timing: dict[str, float] = {}
+        reward_seconds = 0.0
 
         def generate(requests: Mapping[int, int]) -> Mapping[int, list[float]]:
+            nonlocal reward_seconds
             rows = np.repeat(np.array(list(requests)), [requests[p] for p in requests])
             batch = base.select_idxs(rows)
             batch.meta_info = dict(prompts.meta_info)
             output = self._generate_round(batch)
-            timing.update(output.meta_info.get("timing", {}))
+            round_timing = output.meta_info.get("timing", {})
+            timing.update(round_timing)
+            reward_seconds += round_timing.get("agent_loop/compute_score/mean", 0.0) * len(output)
             if "rm_scores" not in output.batch.keys():
                 raise RuntimeError("reinforce_ada: the rollout returned no rm_scores (streaming reward is off)")
             rewards = output.batch["rm_scores"].sum(dim=-1).tolist()
@@ -276,7 +299,7 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
             round_start[r] + row for p, group in enumerate(result.groups) for r, row in (pool_rows[p][i] for i in group.kept)
         ]
         output = DataProto.concat(rounds).select_idxs(np.array(kept_rows, dtype=np.int64))
-        _publish(result, [str(u) for u in base.non_tensor_batch["uid"]])
+        _publish(result, [str(u) for u in base.non_tensor_batch["uid"]], reward_seconds)
         # The legacy trainer logs the rollout's `timing` dict (as timing_s/...); our metrics ride along.
         timing.update(pop_step_metrics())
         output.meta_info = {"timing": timing, "reward_extra_keys": reward_extra_keys}

@@ -35,7 +35,7 @@ def published():
 
 
 def v1_manager(config, drop_session=None):
-    from reinforce_ada.agent_loop import SESSION_OFFSET, _AdaptiveManagerV1
+    from reinforce_ada.agent_loop import SESSION_OFFSET, SampleRecord, _AdaptiveManagerV1
 
     manager = object.__new__(_AdaptiveManagerV1)
     manager.sampler_config = config
@@ -46,7 +46,7 @@ def v1_manager(config, drop_session=None):
         counts, offsets = list(batch["__rollout_n__"]), list(batch[SESSION_OFFSET])
         manager.requests.append({u: (c, o) for u, c, o in zip(uids, counts, offsets)})
         return [
-            (u, s, float(REWARDS[u][s]), 1)
+            SampleRecord(u, s, float(REWARDS[u][s]), 1, 0.001)
             for u, c, o in zip(uids, counts, offsets)
             for s in range(o, o + c)
             if (u, s) != drop_session
@@ -82,6 +82,7 @@ def test_v1_requests_exactly_the_active_prompts_each_round(published):
     metrics = pop_step_metrics()
     assert metrics["reinforce_ada/samples_total"] == 64 and metrics["reinforce_ada/rounds"] == 4
     assert metrics["reinforce_ada/prompts_unresolved"] == 1
+    assert metrics["reinforce_ada/reward_latency_mean"] == pytest.approx(0.001)
     assert pop_step_metrics() == {}  # reported once
 
 
