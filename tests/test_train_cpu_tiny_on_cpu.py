@@ -145,3 +145,24 @@ def test_verls_own_entry_point_runs_the_adaptive_rollout(tmp_path):
     assert data["reinforce_ada/prompts"] == 4
     assert data["reinforce_ada/kept_samples"] == 4 * (4 - data["reinforce_ada/prompts_dropped"])
     assert data["reinforce_ada/prompts_dropped"] == data["reinforce_ada/prompts_unresolved"]
+
+
+def test_eval_script_scores_the_trained_checkpoint_and_the_base_model(v1_run):
+    import sys
+
+    out, *_ = v1_run
+    env = {**os.environ, "PYTHON": sys.executable, "BENCHMARKS": f"tiny={out / 'tiny' / 'data' / 'test.parquet'}",
+           "K": "2", "PASS_AT": "1,2", "MAX_TOKENS": "16", "OUTPUT": str(out / "eval"),
+           "REWARD_MODULE": "reinforce_ada.tiny"}
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "eval.sh"), str(out / "checkpoints" / "global_step_3"), str(out / "tiny" / "model")],
+        env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (out / "checkpoints" / "global_step_3" / "actor" / "merged_hf" / "config.json").exists()  # verl's merger ran
+    results = json.loads((out / "eval" / "results.json").read_text())["results"]
+    assert len(results) == 2
+    for res in results.values():
+        tiny_bench = res["benchmarks"]["tiny"]
+        assert tiny_bench["problems"] == 16 and 0 <= tiny_bench["avg"] <= tiny_bench["pass@2"] <= 1
+    assert "| tiny Avg@2 |" in (out / "eval" / "results.md").read_text()
