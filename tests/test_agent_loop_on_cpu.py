@@ -46,7 +46,7 @@ def v1_manager(config, drop_session=None):
         counts, offsets = list(batch["__rollout_n__"]), list(batch[SESSION_OFFSET])
         manager.requests.append({u: (c, o) for u, c, o in zip(uids, counts, offsets)})
         return [
-            SampleRecord(u, s, float(REWARDS[u][s]), 1, 0.001)
+            SampleRecord(u, s, float(REWARDS[u][s]), 1, 0.001, {"no_answer": 1.0 - REWARDS[u][s]})
             for u, c, o in zip(uids, counts, offsets)
             for s in range(o, o + c)
             if (u, s) != drop_session
@@ -83,6 +83,7 @@ def test_v1_requests_exactly_the_active_prompts_each_round(published):
     assert metrics["reinforce_ada/samples_total"] == 64 and metrics["reinforce_ada/rounds"] == 4
     assert metrics["reinforce_ada/prompts_unresolved"] == 1
     assert metrics["reinforce_ada/reward_latency_mean"] == pytest.approx(0.001)
+    assert metrics["reinforce_ada/reward/no_answer"] == pytest.approx(1 - 7 / 64)  # 7 of 64 drawn were correct
     assert pop_step_metrics() == {}  # reported once
 
 
@@ -135,8 +136,8 @@ def legacy_manager(config):
         rm_scores[:, -1] = rewards
         out = DataProto.from_dict(
             tensors={"rm_scores": rm_scores, "session": torch.tensor(sessions)},
-            non_tensors={"uid": np.array(uids, dtype=object)},
-            meta_info={"timing": {"agent_loop/generate_sequences/max": 0.1}, "reward_extra_keys": []},
+            non_tensors={"uid": np.array(uids, dtype=object), "acc": rewards.numpy().astype(object)},
+            meta_info={"timing": {"agent_loop/compute_score/mean": 0.002}, "reward_extra_keys": ["acc"]},
         )
         return out
 
@@ -163,6 +164,8 @@ def test_legacy_returns_n_samples_per_prompt_in_prompt_order(published):
     sessions = output.batch["session"].view(len(UIDS), 4).tolist()
     assert {u: sorted(s) for u, s in zip(UIDS, sessions)} == EXPECTED_KEPT
     assert output.meta_info["timing"]["reinforce_ada/samples_total"] == 64
+    assert output.meta_info["timing"]["reinforce_ada/reward/acc"] == pytest.approx(7 / 64)
+    assert output.meta_info["timing"]["reinforce_ada/reward_latency_mean"] == pytest.approx(0.002)
     assert set(output.meta_info) == {"timing", "reward_extra_keys"}
     assert published["late"].mean == pytest.approx(2 / 24)
 
