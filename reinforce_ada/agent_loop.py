@@ -234,7 +234,7 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         uids = [str(u) for u in prompts["uid"]]
         offsets = [0] * len(uids)
         outputs_per_sample: dict[tuple[str, int], int] = {}
-        rewards = RewardTally()
+        reward_tally = RewardTally()
 
         def generate(requests: Mapping[int, int]) -> Mapping[int, list[float]]:
             active = list(requests)
@@ -245,7 +245,7 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
             results = _round_rewards(records, requests, uids, offsets)
             outputs_per_sample.update({(r.uid, r.session): r.outputs for r in records})
             for r in records:
-                rewards.add(1, r.reward_seconds, r.reward_extra)
+                reward_tally.add(1, r.reward_seconds, r.reward_extra)
             for prompt, count in requests.items():
                 offsets[prompt] += count
             return results
@@ -262,7 +262,7 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         ]
         if unkept:
             self._clear_samples(unkept)
-        _publish(result, uids, rewards)
+        _publish(result, uids, reward_tally)
 
 
 # ------------------------------------------------------------------------------------------
@@ -293,24 +293,27 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
         rounds: list[DataProto] = []
         pool_rows: list[list[tuple[int, int]]] = [[] for _ in range(len(base))]  # (round, row) per pool index
         timing: dict[str, float] = {}
-        rewards = RewardTally()
+        reward_tally = RewardTally()
 
         def generate(requests: Mapping[int, int]) -> Mapping[int, list[float]]:
             rows = np.repeat(np.array(list(requests)), [requests[p] for p in requests])
             batch = base.select_idxs(rows)
             batch.meta_info = dict(prompts.meta_info)
             output = self._generate_round(batch)
-            round_timing = output.meta_info.get("timing", {})
-            timing.update(round_timing)
-            extra_keys = output.meta_info.get("reward_extra_keys", [])
-            rewards.add(
-                len(output),
-                round_timing.get("agent_loop/compute_score/mean", 0.0) * len(output),
-                {k: float(np.sum(output.non_tensor_batch[k].astype(float))) for k in extra_keys
-                 if k in output.non_tensor_batch and _is_numeric(output.non_tensor_batch[k])},
-            )
             if "rm_scores" not in output.batch.keys():
                 raise RuntimeError("reinforce_ada: the rollout returned no rm_scores (streaming reward is off)")
+            round_timing = output.meta_info.get("timing", {})
+            timing.update(round_timing)
+            extra = output.non_tensor_batch
+            reward_tally.add(
+                len(output),
+                round_timing.get("agent_loop/compute_score/mean", 0.0) * len(output),
+                {
+                    k: float(np.sum(extra[k].astype(float)))
+                    for k in output.meta_info.get("reward_extra_keys", [])
+                    if k in extra and _is_numeric(extra[k])
+                },
+            )
             rewards = output.batch["rm_scores"].sum(dim=-1).tolist()
             results: dict[int, list[float]] = defaultdict(list)
             for row, prompt in enumerate(rows.tolist()):
@@ -329,7 +332,7 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
             round_start[r] + row for p, group in enumerate(result.groups) for r, row in (pool_rows[p][i] for i in group.kept)
         ]
         output = DataProto.concat(rounds).select_idxs(np.array(kept_rows, dtype=np.int64))
-        _publish(result, [str(u) for u in base.non_tensor_batch["uid"]], rewards)
+        _publish(result, [str(u) for u in base.non_tensor_batch["uid"]], reward_tally)
         # The legacy trainer logs the rollout's `timing` dict (as timing_s/...); our metrics ride along.
         timing.update(pop_step_metrics())
         output.meta_info = {"timing": timing, "reward_extra_keys": reward_extra_keys}
