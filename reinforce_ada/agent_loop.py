@@ -33,6 +33,7 @@ from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 from verl.utils import tensordict_utils as tu
 
+from reinforce_ada.config import SamplerConfig
 from reinforce_ada.estimator import publish_pools
 from reinforce_ada.sampling import RewardError
 from reinforce_ada.step import StepResult, run_step
@@ -78,12 +79,8 @@ class RewardTally:
         return {"reward_latency_mean": self.seconds / n, **{f"reward/{k}": v / n for k, v in sorted(self.extra.items())}}
 
 
-def _numeric(extra: Mapping) -> dict[str, float]:
-    return {k: float(v) for k, v in extra.items() if isinstance(v, (int, float, np.number))}
-
-
-def _is_numeric(values: np.ndarray) -> bool:
-    return all(isinstance(v, (int, float, np.number)) for v in values)
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.number))
 
 
 def _publish(result: StepResult, uids: Sequence[str], rewards: RewardTally) -> None:
@@ -122,23 +119,20 @@ class AdaptiveAgentLoopManager:
     @classmethod
     def create(cls, config, *args, **kwargs):
         use_v1 = config.trainer.get("use_v1", True)
-        if prepare_config(config) is None:  # reinforce_ada.enable=false: verl's own rollout
+        settings = prepare_config(config)
+        if settings is None:  # reinforce_ada.enable=false: verl's own rollout
             return (AgentLoopManagerTQ if use_v1 else AgentLoopManager).create(config, *args, **kwargs)
-        return (_AdaptiveManagerV1 if use_v1 else _AdaptiveManagerLegacy).create(config, *args, **kwargs)
+        manager = _AdaptiveManagerV1 if use_v1 else _AdaptiveManagerLegacy
+        return manager.create(config, *args, sampler_config=settings, **kwargs)
 
 
-def _sampler_settings(config, reward_loop_worker_handles):
-    """The manager's sampler settings, checking that verl streams rewards to the rollout."""
-    settings = prepare_config(config)
-    if settings is None:
-        raise RuntimeError("reinforce_ada: the adaptive rollout manager is configured but reinforce_ada.enable=false")
+def _check_streaming_reward(reward_loop_worker_handles) -> None:
     if reward_loop_worker_handles is None:
         raise RuntimeError(
             "reinforce_ada: the rounds need each sample's reward as soon as it is generated (verl's streaming "
             "reward workers), but verl gave the rollout none; this happens with a reward model sharing the actor's "
             "GPUs: set reward.reward_model.enable_resource_pool=true"
         )
-    return settings
 
 
 def _round_rewards(records: Sequence[SampleRecord], requests: Mapping[int, int], uids, offsets):
@@ -198,7 +192,9 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
                     reward=float(final.reward_score),
                     outputs=len(outputs),
                     reward_seconds=float(final.metrics.compute_score or 0.0),
-                    reward_extra=_numeric(final.extra_fields.get("reward_extra_info") or {}),
+                    reward_extra={
+                        k: float(v) for k, v in (final.extra_fields.get("reward_extra_info") or {}).items() if _is_number(v)
+                    },
                 )
             )
 
@@ -212,10 +208,11 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
 
 
 class _AdaptiveManagerV1(AgentLoopManagerTQ):
-    def __init__(self, config, *args, **kwargs):
+    def __init__(self, config, *args, sampler_config: SamplerConfig, **kwargs):
         super().__init__(config, *args, **kwargs)
         self.agent_loop_workers_class = ray.remote(_AdaptiveAgentLoopWorkerTQ)
-        self.sampler_config = _sampler_settings(config, self.reward_loop_worker_handles)
+        self.sampler_config = sampler_config
+        _check_streaming_reward(self.reward_loop_worker_handles)
 
     def _dispatch_round(self, batch) -> list[SampleRecord]:
         """One round on the workers: a record per generated and scored sample."""
@@ -270,9 +267,10 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
 # ------------------------------------------------------------------------------------------
 
 class _AdaptiveManagerLegacy(AgentLoopManager):
-    def __init__(self, config, *args, **kwargs):
+    def __init__(self, config, *args, sampler_config: SamplerConfig, **kwargs):
         super().__init__(config, *args, **kwargs)
-        self.sampler_config = _sampler_settings(config, self.reward_loop_worker_handles)
+        self.sampler_config = sampler_config
+        _check_streaming_reward(self.reward_loop_worker_handles)
 
     def _generate_round(self, batch: DataProto) -> DataProto:
         """One round through verl's own manager (its workers need equal chunks: pad, then unpad)."""
@@ -311,7 +309,7 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
                 {
                     k: float(np.sum(extra[k].astype(float)))
                     for k in output.meta_info.get("reward_extra_keys", [])
-                    if k in extra and _is_numeric(extra[k])
+                    if k in extra and all(_is_number(v) for v in extra[k])
                 },
             )
             rewards = output.batch["rm_scores"].sum(dim=-1).tolist()

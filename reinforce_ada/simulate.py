@@ -66,9 +66,7 @@ def simulate(
     """
     step = run_step(prompt_ids, config, lambda requests: {p: draw(p, k) for p, k in requests.items()})
     records = [_record(pid, s, g, norm_by_std) for pid, s, g in zip(prompt_ids, step.samplers, step.groups)]
-    summary = summarize(step.samplers, step.groups)
-    summary["rounds"] = float(len(step.round_seconds))
-    return {"prompts": records, "summary": summary}
+    return {"prompts": records, "summary": summarize(step.samplers, step.groups)}
 
 
 def _record(prompt_id: str, sampler: PromptSampler, group: PromptGroup, norm_by_std: bool) -> dict[str, Any]:

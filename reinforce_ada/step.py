@@ -35,7 +35,6 @@ class StepResult:
     def metrics(self) -> dict[str, float]:
         """The summary of :func:`reinforce_ada.metrics.summarize` plus round timings."""
         metrics = summarize(self.samplers, self.groups)
-        metrics["rounds"] = float(len(self.round_seconds))
         metrics["rollout_seconds"] = sum(self.round_seconds)
         for i, seconds in enumerate(self.round_seconds):
             metrics[f"round_{i + 1}_seconds"] = seconds
