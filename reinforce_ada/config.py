@@ -15,6 +15,7 @@ VARIANTS = ("balance", "pos")
 UNRESOLVED_POLICIES = ("keep", "drop")
 SELECTIONS = ("first", "random")
 PROMPT_WEIGHTS = ("none", "inverse", "inverse_sqrt")
+MODES = ("rounds", "async")
 
 
 class ConfigError(ValueError):
@@ -47,6 +48,10 @@ class SamplerConfig:
             reward: ``"none"`` (1), ``"inverse"`` (1 / max(p, eps)) or ``"inverse_sqrt"``
             (1 / sqrt(max(p, eps))), the v3 paper's log-objective correction.
         prompt_weight_eps: The eps of ``prompt_weight``.
+        mode: How requests are scheduled; the decisions are the same in both. ``"rounds"``:
+            synchronous rounds, each waiting for all of its samples (the reference).
+            ``"async"``: no round barrier, a prompt's next ``round_size`` samples are
+            requested as soon as its previous ones are scored.
     """
 
     n: int = 4
@@ -62,6 +67,7 @@ class SamplerConfig:
     seed: int = 0
     prompt_weight: str = "none"
     prompt_weight_eps: float = 0.01
+    mode: str = "rounds"
 
     def __post_init__(self) -> None:
         _check_int(self, "n", minimum=1)
@@ -71,6 +77,7 @@ class SamplerConfig:
         _check_choice(self, "unresolved", UNRESOLVED_POLICIES)
         _check_choice(self, "selection", SELECTIONS)
         _check_choice(self, "prompt_weight", PROMPT_WEIGHTS)
+        _check_choice(self, "mode", MODES)
         _check_int(self, "seed", minimum=None)
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)):
             raise ConfigError(f"threshold: must be a number, got {self.threshold!r}")

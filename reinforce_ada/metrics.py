@@ -39,7 +39,8 @@ def summarize(samplers: Sequence[PromptSampler], groups: Sequence[PromptGroup]) 
         "samples_total": float(sum(drawn)),
         "samples_per_prompt_mean": sum(drawn) / num_prompts if num_prompts else 0.0,
         "samples_per_prompt_max": float(max(drawn, default=0)),
-        # the last prompt to finish took part in every round, so this is the step's round count
+        # the most requests one prompt made; in rounds mode the last prompt to finish took part
+        # in every round, so this is also the step's round count
         "rounds": float(max((s.rounds for s in samplers), default=0)),
         "prompts_resolved": float(sum(s.resolved for s in samplers)),
         "prompts_unresolved": float(sum(not s.resolved for s in samplers)),

@@ -8,14 +8,19 @@ count towards the prompt's statistics (the pool), including every sample of the 
 which the exit rule first holds.
 
 :func:`run_rounds` is the synchronous round loop of the reference implementation, written
-against a plain callback so that it can be tested without a model.
+against a plain callback so that it can be tested without a model. :func:`run_async` makes the
+same decisions without the round barrier: a prompt's next request is submitted as soon as its
+previous one is scored, while other prompts are still generating. A prompt's requests depend
+only on its own rewards, so with the same rewards per (prompt, pool index) both give the same
+pools; only the time differs.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from reinforce_ada.config import SamplerConfig
 
@@ -31,7 +36,8 @@ class PromptSampler:
     Attributes:
         config: The sampler settings.
         rewards: Every reward drawn so far, in generation order (the pool).
-        rounds: Rounds recorded so far.
+        rounds: Requests recorded so far (in ``rounds`` mode, the rounds it took part in);
+            at most ``config.max_rounds``.
         num_pos: Rewards strictly above ``config.threshold``.
         num_neg: The other rewards.
         resolved: True once the exit rule held (then no more samples are asked for).
@@ -124,3 +130,138 @@ def run_rounds(samplers: Sequence[PromptSampler], generate: RoundGenerator) -> i
         for prompt in requests:
             samplers[prompt].record(results[prompt])
         rounds += 1
+
+
+@runtime_checkable
+class AsyncRollout(Protocol):
+    """Draws and scores samples request by request, with many requests in flight at once.
+
+    The scheduler keeps at most one request per prompt in flight (a prompt's next request
+    depends on the rewards of its previous one), so an implementation may key by prompt.
+    """
+
+    def submit(self, prompt: int, count: int) -> None:
+        """Starts drawing ``count`` more samples of ``prompt``; returns without waiting."""
+
+    def wait(self) -> Sequence[tuple[int, Sequence[float]]]:
+        """Blocks until at least one submitted request is scored.
+
+        Returns:
+            Every request scored since the last call, as ``(prompt, rewards)`` with the
+            rewards of that request's ``count`` samples in generation order.
+        """
+
+
+@dataclass(frozen=True)
+class AsyncProgress:
+    """Where an asynchronous step stands, reported after each :meth:`AsyncRollout.wait`.
+
+    Attributes:
+        requests_scored: Requests recorded so far, over all prompts.
+        prompts_finished: Prompts that ask for nothing more.
+        prompts_in_flight: Prompts with a request being generated or scored.
+        samples_drawn: Samples recorded so far, over all prompts.
+        seconds: Wall time since the first request was submitted.
+    """
+
+    requests_scored: int
+    prompts_finished: int
+    prompts_in_flight: int
+    samples_drawn: int
+    seconds: float
+
+
+def run_async(
+    samplers: Sequence[PromptSampler],
+    rollout: AsyncRollout,
+    on_progress: Callable[[AsyncProgress], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> int:
+    """Successive elimination without a round barrier, until every prompt is finished.
+
+    Every prompt's first request is submitted at once; from then on, each time a request is
+    scored its prompt records the rewards and, unless finished, submits its next request
+    immediately. Exit rules, budgets and the requests themselves are those of
+    :func:`run_rounds`; the rollout stays busy until the last prompt is finished.
+
+    Args:
+        samplers: One sampler per prompt; indices into this list name the prompts.
+        rollout: Draws and scores the submitted requests.
+        on_progress: Called after each batch of scored requests is recorded.
+        clock: Time source of :attr:`AsyncProgress.seconds`.
+
+    Returns:
+        The number of requests scored.
+
+    Raises:
+        RewardError: If the rollout returns nothing, rewards for a prompt with no request
+            in flight, or a wrong number of rewards.
+    """
+    start = clock()
+    in_flight: set[int] = set()
+
+    def request_more(prompt: int) -> None:
+        count = samplers[prompt].next_request()
+        if count:
+            rollout.submit(prompt, count)
+            in_flight.add(prompt)
+
+    for prompt in range(len(samplers)):
+        request_more(prompt)
+    scored = drawn = 0
+    while in_flight:
+        results = rollout.wait()
+        if not results:
+            raise RewardError(f"the rollout's wait() returned no scored request while {len(in_flight)} are in flight")
+        for prompt, rewards in results:
+            if prompt not in in_flight:
+                raise RewardError(f"prompt {prompt}: rewards returned, but no request of it is in flight")
+            in_flight.remove(prompt)
+            samplers[prompt].record(rewards)
+            scored += 1
+            drawn += len(rewards)
+            request_more(prompt)
+        if on_progress is not None:
+            # every prompt not in flight is finished: an unfinished one always has a request out
+            on_progress(AsyncProgress(scored, len(samplers) - len(in_flight), len(in_flight), drawn, clock() - start))
+    return scored
+
+
+class SynchronousRollout:
+    """An :class:`AsyncRollout` over a :data:`RoundGenerator`: ``wait`` generates everything pending.
+
+    With nothing running concurrently there is nothing to overlap: the asynchronous scheduler
+    on this rollout runs exactly the rounds of :func:`run_rounds` (used by the replay tool).
+    """
+
+    def __init__(self, generate: RoundGenerator):
+        self._generate = generate
+        self._pending: dict[int, int] = {}
+
+    def submit(self, prompt: int, count: int) -> None:
+        self._pending[prompt] = count
+
+    def wait(self) -> list[tuple[int, Sequence[float]]]:
+        requests, self._pending = self._pending, {}
+        results = self._generate(requests)
+        missing = sorted(set(requests) - set(results))
+        if missing:
+            raise RewardError(f"no rewards returned for prompts {missing[:5]}")
+        return [(prompt, results[prompt]) for prompt in requests]
+
+
+def round_barrier(rollout: AsyncRollout) -> RoundGenerator:
+    """A :data:`RoundGenerator` over an :class:`AsyncRollout`: submits a round, waits for all of it."""
+
+    def generate(requests: Mapping[int, int]) -> Mapping[int, Sequence[float]]:
+        for prompt, count in requests.items():
+            rollout.submit(prompt, count)
+        results: dict[int, Sequence[float]] = {}
+        while len(results) < len(requests):
+            finished = rollout.wait()
+            if not finished:
+                raise RewardError(f"the rollout's wait() returned no scored request while {len(requests) - len(results)} are in flight")
+            results.update(finished)
+        return results
+
+    return generate

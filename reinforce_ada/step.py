@@ -1,9 +1,11 @@
 """One training step of Reinforce-Ada-Seq, independent of any trainer.
 
-:func:`run_step` is the whole algorithm for one batch of prompts: synchronous rounds of
-successive elimination, then group formation and pool statistics. The caller supplies the
-rollout (``generate``: draw and score samples); the verl glue passes one backed by vLLM, the
-replay tool one backed by recorded rewards.
+:func:`run_step` is the whole algorithm for one batch of prompts: successive elimination, in
+synchronous rounds or asynchronously (``SamplerConfig.mode``), then group formation and pool
+statistics. The caller supplies the rollout: a :data:`~reinforce_ada.sampling.RoundGenerator`
+(draw and score one round) or an :class:`~reinforce_ada.sampling.AsyncRollout` (submit one
+prompt's request, wait for scored ones). The verl glue passes ones backed by vLLM, the replay
+tool one backed by recorded rewards. Either kind works in either mode.
 """
 
 from __future__ import annotations
@@ -15,7 +17,16 @@ from typing import Callable, Mapping, Sequence
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.groups import PromptGroup, form_group
 from reinforce_ada.metrics import summarize
-from reinforce_ada.sampling import PromptSampler, RoundGenerator, run_rounds
+from reinforce_ada.sampling import (
+    AsyncProgress,
+    AsyncRollout,
+    PromptSampler,
+    RoundGenerator,
+    SynchronousRollout,
+    round_barrier,
+    run_async,
+    run_rounds,
+)
 
 
 @dataclass
@@ -25,17 +36,20 @@ class StepResult:
     Attributes:
         samplers: Per prompt, its finished sampler (the pool of rewards).
         groups: Per prompt, its group (kept indices into the pool) and pool statistics.
-        round_seconds: Wall time of each round, generation and scoring included.
+        round_seconds: Wall time of each round, generation and scoring included (``rounds``
+            mode; empty in ``async`` mode, which has no rounds).
+        rollout_seconds: Wall time of the whole sampling phase.
     """
 
     samplers: list[PromptSampler]
     groups: list[PromptGroup]
     round_seconds: list[float] = field(default_factory=list)
+    rollout_seconds: float = 0.0
 
     def metrics(self) -> dict[str, float]:
-        """The summary of :func:`reinforce_ada.metrics.summarize` plus round timings."""
+        """The summary of :func:`reinforce_ada.metrics.summarize` plus timings."""
         metrics = summarize(self.samplers, self.groups)
-        metrics["rollout_seconds"] = sum(self.round_seconds)
+        metrics["rollout_seconds"] = self.rollout_seconds
         for i, seconds in enumerate(self.round_seconds):
             metrics[f"round_{i + 1}_seconds"] = seconds
         return metrics
@@ -44,36 +58,52 @@ class StepResult:
 RoundReport = Callable[[int, int, int, float], None]
 """``(round, prompts sampled, samples drawn, seconds) -> None``, called after each round."""
 
+ProgressReport = Callable[[AsyncProgress], None]
+"""Called in ``async`` mode after each batch of scored requests is recorded."""
+
 
 def run_step(
     prompt_keys: Sequence[str],
     config: SamplerConfig,
-    generate: RoundGenerator,
+    rollout: RoundGenerator | AsyncRollout,
     clock: Callable[[], float] = time.perf_counter,
     on_round: RoundReport | None = None,
+    on_progress: ProgressReport | None = None,
 ) -> StepResult:
-    """Samples every prompt in rounds until it is finished, then forms its group.
+    """Samples every prompt until it is finished (in ``config.mode``), then forms its group.
 
     Args:
         prompt_keys: One key per prompt; seeds the ``random`` selection, so use something
             stable across runs (e.g. step and position), not a random uid.
-        config: Sampler settings.
-        generate: Draws and scores ``{prompt index: count}`` samples, returning
-            ``{prompt index: rewards in generation order}``.
-        clock: Time source for the round timings.
-        on_round: Called after each round, e.g. to show progress.
+        config: Sampler settings, ``config.mode`` included.
+        rollout: Draws and scores samples: either a round generator, ``{prompt index: count}
+            -> {prompt index: rewards in generation order}``, or an :class:`AsyncRollout`.
+            A round generator in ``async`` mode generates all pending requests at once (the
+            same rounds, nothing to overlap); an async rollout in ``rounds`` mode gets one
+            barrier per round.
+        clock: Time source for the timings.
+        on_round: Called after each round (``rounds`` mode), e.g. to show progress.
+        on_progress: Called after each batch of scored requests (``async`` mode).
     """
     samplers = [PromptSampler(config) for _ in prompt_keys]
     round_seconds: list[float] = []
+    start = clock()
+    if config.mode == "async":
+        async_rollout = rollout if isinstance(rollout, AsyncRollout) else SynchronousRollout(rollout)
+        run_async(samplers, async_rollout, on_progress=on_progress, clock=clock)
+    else:
+        generate = round_barrier(rollout) if isinstance(rollout, AsyncRollout) else rollout
 
-    def timed_generate(requests: Mapping[int, int]) -> Mapping[int, Sequence[float]]:
-        start = clock()
-        results = generate(requests)
-        round_seconds.append(clock() - start)
-        if on_round is not None:
-            on_round(len(round_seconds), len(requests), sum(requests.values()), round_seconds[-1])
-        return results
+        def timed_generate(requests: Mapping[int, int]) -> Mapping[int, Sequence[float]]:
+            round_start = clock()
+            results = generate(requests)
+            round_seconds.append(clock() - round_start)
+            if on_round is not None:
+                on_round(len(round_seconds), len(requests), sum(requests.values()), round_seconds[-1])
+            return results
 
-    run_rounds(samplers, timed_generate)
+        run_rounds(samplers, timed_generate)
+    # rounds: the sum of the rounds, so that the round metrics add up to it exactly
+    rollout_seconds = clock() - start if config.mode == "async" else sum(round_seconds)
     groups = [form_group(s, key) for s, key in zip(samplers, prompt_keys)]
-    return StepResult(samplers=samplers, groups=groups, round_seconds=round_seconds)
+    return StepResult(samplers=samplers, groups=groups, round_seconds=round_seconds, rollout_seconds=rollout_seconds)
