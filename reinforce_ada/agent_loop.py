@@ -3,15 +3,21 @@
 verl 0.9 builds its rollout manager from ``actor_rollout_ref.rollout.agent.agent_loop_manager_class``
 in both the V1 trainer (TransferQueue, ``trainer.use_v1=true``) and the legacy ``RayPPOTrainer``.
 :class:`AdaptiveAgentLoopManager` is that class: its ``create`` returns the implementation for
-the configured trainer. Each training step it runs :func:`reinforce_ada.step.run_step`, whose
-``generate`` callback asks verl's agent-loop workers (async vLLM servers, streaming reward
-workers) for one round of samples of the still-active prompts and returns their rewards. The
-policy is frozen during the rounds: both trainers sync weights only between steps.
+the configured trainer. Each training step it runs :func:`reinforce_ada.step.run_step` on verl's
+agent-loop workers (async vLLM servers, streaming reward workers):
+
+* ``reinforce_ada.mode=rounds``: one request per round for all still-active prompts, split over
+  the workers, and a barrier until every sample of the round is scored;
+* ``reinforce_ada.mode=async`` (V1 trainer): one Ray call per prompt request (that prompt's M
+  samples) on the least-loaded worker; as soon as one is scored its prompt's next request is
+  sent, while the other prompts are still generating.
+
+The policy is frozen during the sampling: both trainers sync weights only between steps.
 Validation batches pass through to verl unchanged.
 
 What each trainer gets back:
 * V1: samples live in TransferQueue under ``{uid}_{session}_{i}``; session ids continue across
-  rounds, so a prompt's pool index is its session id. Samples not kept are deleted before the
+  a prompt's requests, so its pool index is its session id. Samples not kept are deleted before the
   replay buffer reads the step's batch; dropped prompts leave no samples.
 * Legacy: a ``DataProto`` of exactly ``n`` samples per prompt, in prompt order, as GRPO-n.
 
@@ -35,7 +41,7 @@ from verl.utils import tensordict_utils as tu
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.estimator import publish_pools
-from reinforce_ada.sampling import RewardError
+from reinforce_ada.sampling import AsyncProgress, RewardError
 from reinforce_ada.step import StepResult, run_step
 from reinforce_ada.verl_config import prepare_config
 
@@ -90,8 +96,9 @@ def _publish(result: StepResult, uids: Sequence[str], rewards: RewardTally) -> N
     # with the generation of other samples, so it is not added to rollout_seconds.
     metrics = {**result.metrics(), **rewards.metrics()}
     _step_metrics.update({METRIC_PREFIX + k: v for k, v in metrics.items()})
+    rounds = f"{metrics['rounds']:.0f} rounds" if result.round_seconds else f"at most {metrics['rounds']:.0f} requests a prompt"
     _progress(
-        f"{len(uids)} prompts: {metrics['samples_total']:.0f} samples in {metrics['rounds']:.0f} rounds "
+        f"{len(uids)} prompts: {metrics['samples_total']:.0f} samples in {rounds} "
         f"({metrics['rollout_seconds']:.1f} s); {metrics['prompts_resolved']:.0f} resolved, "
         f"{metrics['prompts_unresolved']:.0f} unresolved, {metrics['prompts_dropped']:.0f} dropped"
     )
@@ -101,16 +108,30 @@ def _progress(message: str) -> None:
     print(f"[reinforce_ada] {message}", file=sys.stderr, flush=True)
 
 
-def _run(prompt_count: int, global_step: Any, config, generate) -> StepResult:
+def _run(prompt_count: int, global_step: Any, config: SamplerConfig, rollout) -> StepResult:
     def on_round(round_index: int, prompts: int, samples: int, seconds: float) -> None:
         _progress(
             f"step {global_step} round {round_index}/{config.max_rounds}: {prompts} active prompts, "
             f"{samples} samples, {seconds:.1f} s"
         )
 
+    # async: a line every quarter of the prompt count in scored requests (about 12 lines a step)
+    report_every = max(1, prompt_count // 4)
+    last_report = 0
+
+    def on_progress(progress: AsyncProgress) -> None:
+        nonlocal last_report
+        if progress.requests_scored - last_report >= report_every:
+            last_report = progress.requests_scored
+            _progress(
+                f"step {global_step} async: {progress.requests_scored} requests scored, "
+                f"{progress.prompts_finished}/{prompt_count} prompts finished, {progress.prompts_in_flight} in flight, "
+                f"{progress.samples_drawn} samples, {progress.seconds:.1f} s"
+            )
+
     # uids are random per run; step and position are stable, so the `random` selection reproduces.
     keys = [f"{global_step}:{i}" for i in range(prompt_count)]
-    return run_step(keys, config, generate, on_round=on_round)
+    return run_step(keys, config, rollout, on_round=on_round, on_progress=on_progress)
 
 
 class AdaptiveAgentLoopManager:
@@ -136,7 +157,14 @@ def _check_streaming_reward(reward_loop_worker_handles) -> None:
 
 
 def _round_rewards(records: Sequence[SampleRecord], requests: Mapping[int, int], uids, offsets):
-    """Groups the records by prompt, rewards in session order, checking that none is missing."""
+    """Groups the records by prompt, rewards in session order, checking that none is missing.
+
+    Args:
+        records: What the workers reported for the requests' samples.
+        requests: Prompt index to the number of samples requested.
+        uids: Prompt index to its uid.
+        offsets: Prompt index to the first session id (pool index) of its request.
+    """
     by_uid: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for record in records:
         by_uid[record.uid].append((record.session, record.reward))
@@ -147,7 +175,7 @@ def _round_rewards(records: Sequence[SampleRecord], requests: Mapping[int, int],
         if [s for s, _ in got] != expected:
             missing = sorted(set(expected) - {s for s, _ in got})
             raise RewardError(
-                f"reinforce_ada: prompt uid {uids[prompt]} got {len(got)} of its {count} samples this round "
+                f"reinforce_ada: prompt uid {uids[prompt]} got {len(got)} of its {count} requested samples "
                 f"(missing sessions {missing[:8]}); a generation or reward call failed, see the agent loop worker "
                 "log above"
             )
@@ -162,15 +190,20 @@ SESSION_OFFSET = "__reinforce_ada_session_offset__"
 
 
 class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
-    """verl's V1 agent-loop worker, plus a blocking ``run_round`` that reports each sample's reward.
+    """verl's V1 agent-loop worker, plus a blocking ``run_requests`` that reports each sample's reward.
 
     verl numbers a prompt's sessions from 0 on every call; a per-prompt offset makes later
-    rounds continue the numbering, so that TransferQueue keys never collide.
+    requests continue the numbering, so that TransferQueue keys never collide.
+
+    Several ``run_requests`` calls run at once on one worker in ``async`` mode (Ray runs an async
+    actor's calls concurrently), so records and completion are tracked per prompt uid: a uid has
+    at most one request in flight.
     """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._records: list[SampleRecord] = []
+        self._records: dict[str, list[SampleRecord]] = {}  # uid -> records of its running request
+        self._prompt_done: dict[str, asyncio.Future] = {}  # uid -> set when its request settles
 
     async def _run_agent_loop(self, sampling_params, trajectory, *, agent_name, trace=True, **kwargs):
         offset = kwargs.pop(SESSION_OFFSET, None)
@@ -178,14 +211,24 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
             kwargs["session_id"] = int(offset) + int(kwargs["session_id"])
         return await super()._run_agent_loop(sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs)
 
+    async def _run_prompt(self, prompt: dict, sampling_params: dict, trajectory: dict, trace: bool = False) -> None:
+        uid = str(prompt["uid"])
+        try:
+            await super()._run_prompt(prompt, sampling_params, trajectory, trace=trace)
+        finally:
+            done = self._prompt_done.get(uid)
+            if done is not None and not done.done():
+                done.set_result(None)
+
     async def _agent_loop_postprocess(self, output, validate, **kwargs):
         await super()._agent_loop_postprocess(output, validate, **kwargs)
         outputs = output if isinstance(output, list) else [output]
-        if not validate and outputs:
+        records = self._records.get(str(kwargs["uid"]))
+        if not validate and outputs and records is not None:
             final = outputs[-1]
             if final.reward_score is None:
                 raise RuntimeError(f"reinforce_ada: no reward was computed for prompt uid {kwargs['uid']}")
-            self._records.append(
+            records.append(
                 SampleRecord(
                     uid=kwargs["uid"],
                     session=int(kwargs["session_id"]),
@@ -198,13 +241,32 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
                 )
             )
 
-    async def run_round(self, batch) -> list[SampleRecord]:
-        """Generates and scores the requested samples, waits for all, returns one record each."""
-        self._records = []
-        await self.generate_sequences(batch)
-        await asyncio.gather(*list(self.background_tasks), return_exceptions=True)
-        records, self._records = self._records, []
-        return records
+    async def run_requests(self, batch) -> list[SampleRecord]:
+        """Generates and scores the batch's requests, waits for them, returns one record per sample.
+
+        Args:
+            batch: One row per prompt (distinct uids), with ``__rollout_n__`` samples to draw and
+                the session offset of the first.
+
+        Returns:
+            The records of this batch's samples only (other calls may be running).
+        """
+        uids = [str(u) for u in batch["uid"]]
+        busy = [u for u in uids if u in self._records]
+        if busy or len(set(uids)) != len(uids):
+            raise RuntimeError(f"reinforce_ada: prompt uid {(busy or uids)[0]} has two requests in flight on one worker")
+        loop = asyncio.get_running_loop()
+        for uid in uids:
+            self._records[uid] = []
+            self._prompt_done[uid] = loop.create_future()
+        try:
+            await self.generate_sequences(batch)
+            await asyncio.gather(*(self._prompt_done[uid] for uid in uids))
+            return [record for uid in uids for record in self._records[uid]]
+        finally:
+            for uid in uids:
+                self._records.pop(uid, None)
+                self._prompt_done.pop(uid, None)
 
 
 class _AdaptiveManagerV1(AgentLoopManagerTQ):
@@ -217,8 +279,19 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
     def _dispatch_round(self, batch) -> list[SampleRecord]:
         """One round on the workers: a record per generated and scored sample."""
         chunks = batch.chunk(len(self.agent_loop_workers))
-        done = ray.get([w.run_round.remote(c) for w, c in zip(self.agent_loop_workers, chunks)])
+        done = ray.get([w.run_requests.remote(c) for w, c in zip(self.agent_loop_workers, chunks)])
         return [record for records in done for record in records]
+
+    def _start_request(self, worker: int, batch) -> ray.ObjectRef:
+        """Sends one prompt's request to a worker without waiting (async mode)."""
+        return self.agent_loop_workers[worker].run_requests.remote(batch)
+
+    def _finished_requests(self, pending: list[ray.ObjectRef]) -> list[tuple[ray.ObjectRef, list[SampleRecord]]]:
+        """Blocks until a request is scored; returns it and every other one already scored."""
+        ready, rest = ray.wait(pending, num_returns=1)
+        if rest:
+            ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+        return list(zip(ready, ray.get(ready)))
 
     def _clear_samples(self, keys: list[str]) -> None:
         import transfer_queue as tq
@@ -228,38 +301,78 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
     def generate_sequences(self, prompts) -> None:
         if tu.get_non_tensor_data(prompts, "validate", False):
             return super().generate_sequences(prompts)
-        uids = [str(u) for u in prompts["uid"]]
-        offsets = [0] * len(uids)
-        outputs_per_sample: dict[tuple[str, int], int] = {}
-        reward_tally = RewardTally()
+        book = _RequestBook(prompts)
 
-        def generate(requests: Mapping[int, int]) -> Mapping[int, list[float]]:
-            active = list(requests)
-            batch = tu.index_select_tensor_dict(prompts, active)
-            tu.assign_non_tensor_stack(batch, "__rollout_n__", [requests[i] for i in active])
-            tu.assign_non_tensor_stack(batch, SESSION_OFFSET, [offsets[i] for i in active])
-            records = self._dispatch_round(batch)
-            results = _round_rewards(records, requests, uids, offsets)
-            outputs_per_sample.update({(r.uid, r.session): r.outputs for r in records})
-            for r in records:
-                reward_tally.add(1, r.reward_seconds, r.reward_extra)
-            for prompt, count in requests.items():
-                offsets[prompt] += count
-            return results
+        def generate_round(requests: Mapping[int, int]) -> dict[int, list[float]]:
+            return book.record(self._dispatch_round(book.batch(requests)), requests)
+
+        rollout = _WorkerRequests(self, book) if self.sampler_config.mode == "async" else generate_round
 
         step = tu.get_non_tensor_data(prompts, "global_steps", 0)
-        result = _run(len(uids), step, self.sampler_config, generate)
+        result = _run(len(book.uids), step, self.sampler_config, rollout)
 
-        kept = {(uids[p], i) for p, g in enumerate(result.groups) for i in g.kept}
+        kept = {(book.uids[p], i) for p, g in enumerate(result.groups) for i in g.kept}
         unkept = [
             f"{uid}_{session}_{i}"
-            for (uid, session), count in outputs_per_sample.items()
+            for (uid, session), count in book.outputs_per_sample.items()
             if (uid, session) not in kept
             for i in range(count)
         ]
         if unkept:
             self._clear_samples(unkept)
-        _publish(result, uids, reward_tally)
+        _publish(result, book.uids, book.reward_tally)
+
+
+class _RequestBook:
+    """A V1 step's requests: builds their input rows and checks and books what comes back."""
+
+    def __init__(self, prompts):
+        self.prompts = prompts
+        self.uids = [str(u) for u in prompts["uid"]]
+        self.offsets = [0] * len(self.uids)  # per prompt: samples drawn = the next session id
+        self.outputs_per_sample: dict[tuple[str, int], int] = {}
+        self.reward_tally = RewardTally()
+
+    def batch(self, requests: Mapping[int, int]):
+        """The input rows of ``{prompt index: count}``: ``count`` samples each, sessions continuing."""
+        active = list(requests)
+        batch = tu.index_select_tensor_dict(self.prompts, active)
+        tu.assign_non_tensor_stack(batch, "__rollout_n__", [requests[i] for i in active])
+        tu.assign_non_tensor_stack(batch, SESSION_OFFSET, [self.offsets[i] for i in active])
+        return batch
+
+    def record(self, records: Sequence[SampleRecord], requests: Mapping[int, int]) -> dict[int, list[float]]:
+        """The rewards of ``requests`` from their records, in session order; advances the offsets."""
+        results = _round_rewards(records, requests, self.uids, self.offsets)
+        self.outputs_per_sample.update({(r.uid, r.session): r.outputs for r in records})
+        for r in records:
+            self.reward_tally.add(1, r.reward_seconds, r.reward_extra)
+        for prompt, count in requests.items():
+            self.offsets[prompt] += count
+        return results
+
+
+class _WorkerRequests:
+    """The async mode's :class:`~reinforce_ada.sampling.AsyncRollout`: each prompt request is its own Ray call, on the least-loaded worker."""
+
+    def __init__(self, manager: _AdaptiveManagerV1, book: _RequestBook):
+        self.manager, self.book = manager, book
+        self.load = [0] * len(manager.agent_loop_workers)  # requests in flight per worker
+        self.pending: dict[Any, tuple[int, int, int]] = {}  # Ray ref -> (prompt, count, worker)
+
+    def submit(self, prompt: int, count: int) -> None:
+        worker = min(range(len(self.load)), key=self.load.__getitem__)
+        ref = self.manager._start_request(worker, self.book.batch({prompt: count}))
+        self.load[worker] += 1
+        self.pending[ref] = (prompt, count, worker)
+
+    def wait(self) -> list[tuple[int, list[float]]]:
+        scored = []
+        for ref, records in self.manager._finished_requests(list(self.pending)):
+            prompt, count, worker = self.pending.pop(ref)
+            self.load[worker] -= 1
+            scored.append((prompt, self.book.record(records, {prompt: count})[prompt]))
+        return scored
 
 
 # ------------------------------------------------------------------------------------------

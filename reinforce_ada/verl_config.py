@@ -116,8 +116,8 @@ def _check_compatible(config: DictConfig, sampler: SamplerConfig) -> None:
     use_v1 = trainer.get("use_v1", True)
     if use_v1 and trainer.v1.trainer_mode != "sync":
         raise ConfigError(
-            f"trainer.v1.trainer_mode: the adaptive rollout runs synchronous rounds and needs 'sync', "
-            f"got {trainer.v1.trainer_mode!r}"
+            f"trainer.v1.trainer_mode: the adaptive rollout samples with the policy frozen for the whole step "
+            f"(in either reinforce_ada.mode) and needs 'sync', got {trainer.v1.trainer_mode!r}"
         )
     filter_groups = config.algorithm.get("filter_groups") or {}
     if filter_groups.get("enable", False):
@@ -135,6 +135,11 @@ def _check_compatible(config: DictConfig, sampler: SamplerConfig) -> None:
         raise ConfigError(
             "reward.reward_model.enable_resource_pool: the rounds need each sample's reward as it is generated, so a "
             "reward model needs its own resource pool (set it to true)"
+        )
+    if not use_v1 and sampler.mode == "async":
+        raise ConfigError(
+            "reinforce_ada.mode: 'async' (no round barrier) needs trainer.use_v1=true; the legacy trainer "
+            "runs the synchronous rounds (use 'rounds')"
         )
     if not use_v1 and sampler.unresolved == "drop":
         raise ConfigError(

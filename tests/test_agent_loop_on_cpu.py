@@ -96,7 +96,7 @@ def test_v1_drop_policy_clears_every_sample_of_unresolved_prompts(published):
 
 def test_v1_failed_sample_is_reported_not_dropped(published):
     manager = v1_manager(SamplerConfig(), drop_session=("late", 10))
-    with pytest.raises(RewardError, match=r"late got 7 of its 8 samples this round \(missing sessions \[10\]\)"):
+    with pytest.raises(RewardError, match=r"late got 7 of its 8 requested samples \(missing sessions \[10\]\)"):
         manager.generate_sequences(v1_prompts())
 
 
@@ -111,6 +111,137 @@ def test_v1_validation_batches_go_to_verl_unchanged(monkeypatch):
     tu.assign_non_tensor_data(batch, "validate", True)
     manager.generate_sequences(batch)
     assert seen == [batch] and manager.requests == []
+
+
+def fake_records(uid, count, offset, drop_session=None):
+    from reinforce_ada.agent_loop import SampleRecord
+
+    return [
+        SampleRecord(uid, s, float(REWARDS[uid][s]), 1, 0.001, {"no_answer": 1.0 - REWARDS[uid][s]})
+        for s in range(offset, offset + count)
+        if (uid, s) != drop_session
+    ]
+
+
+def v1_async_manager(config, order_seed, drop_session=None, workers=2):
+    """The V1 manager in async mode on a fake engine that finishes requests in a random order."""
+    import random
+
+    from reinforce_ada.agent_loop import SESSION_OFFSET, _AdaptiveManagerV1
+
+    manager = object.__new__(_AdaptiveManagerV1)
+    manager.sampler_config = config
+    manager.agent_loop_workers = [object()] * workers
+    manager.requests, manager.cleared, manager.workers_used = [], [], []
+    in_flight: dict[int, list] = {}
+    rng = random.Random(order_seed)
+
+    def start(worker, batch):
+        (uid,), (count,), (offset,) = [str(u) for u in batch["uid"]], batch["__rollout_n__"], batch[SESSION_OFFSET]
+        assert all(records[0].uid != uid for records in in_flight.values() if records), "two requests of one prompt"
+        manager.requests.append((uid, count, offset))
+        manager.workers_used.append(worker)
+        ref = len(manager.requests)
+        in_flight[ref] = fake_records(uid, count, offset, drop_session)
+        return ref
+
+    def finished(pending):
+        assert sorted(pending) == sorted(in_flight)
+        done = rng.sample(sorted(pending), rng.randint(1, len(pending)))
+        return [(ref, in_flight.pop(ref)) for ref in done]
+
+    manager._start_request, manager._finished_requests = start, finished
+    manager._clear_samples = manager.cleared.extend
+    return manager
+
+
+@pytest.mark.parametrize("order_seed", range(5))
+def test_v1_async_requests_each_prompt_as_the_rounds_do_and_keeps_the_same_samples(published, order_seed, capsys):
+    from reinforce_ada.agent_loop import pop_step_metrics
+
+    rounds = v1_manager(SamplerConfig())
+    rounds.generate_sequences(v1_prompts())
+    rounds_pools, rounds_metrics = dict(published), pop_step_metrics()
+    published.clear()
+
+    manager = v1_async_manager(SamplerConfig(mode="async"), order_seed)
+    manager.generate_sequences(v1_prompts())
+    per_uid = lambda reqs: {u: [(c, o) for uu, c, o in reqs if uu == u] for u in UIDS}
+    assert per_uid(manager.requests) == {u: [r[u] for r in EXPECTED_REQUESTS if u in r] for u in UIDS}
+    assert sorted(manager.cleared) == sorted(rounds.cleared)
+    assert published == rounds_pools
+    metrics = pop_step_metrics()
+    timings = {k for k in rounds_metrics if k.endswith("_seconds")}
+    assert {k: v for k, v in metrics.items() if k not in timings} == {
+        k: v for k, v in rounds_metrics.items() if k not in timings
+    }
+    assert metrics["reinforce_ada/rollout_seconds"] > 0 and "reinforce_ada/round_1_seconds" not in metrics
+    assert set(manager.workers_used) == {0, 1}  # spread over the workers
+    err = capsys.readouterr().err
+    assert "[reinforce_ada] step 7 async: " in err and "at most 4 requests a prompt" in err
+
+
+def test_v1_async_failed_sample_is_reported(published):
+    manager = v1_async_manager(SamplerConfig(mode="async"), 0, drop_session=("late", 10))
+    with pytest.raises(RewardError, match=r"late got 7 of its 8 requested samples \(missing sessions \[10\]\)"):
+        manager.generate_sequences(v1_prompts())
+
+
+def test_worker_keeps_concurrent_requests_apart(monkeypatch):
+    """Two run_requests calls on one worker, their samples interleaved: each gets its own records."""
+    import asyncio
+    import random
+    from types import SimpleNamespace
+
+    from verl.utils import tensordict_utils as tu
+
+    from reinforce_ada.agent_loop import SESSION_OFFSET, _AdaptiveAgentLoopWorkerTQ
+
+    base = _AdaptiveAgentLoopWorkerTQ.__mro__[1]
+    rng = random.Random(0)
+
+    async def fake_run_prompt(self, prompt, sampling_params, trajectory, trace=False):
+        async def session(i):
+            await asyncio.sleep(rng.random() / 100)
+            score = float(REWARDS[prompt["uid"]][i])
+            output = SimpleNamespace(
+                reward_score=score, metrics=SimpleNamespace(compute_score=0.0), extra_fields={"reward_extra_info": {}}
+            )
+            await self._agent_loop_postprocess(output, False, uid=prompt["uid"], session_id=i)
+
+        offset = prompt[SESSION_OFFSET]
+        await asyncio.gather(*(session(offset + i) for i in range(prompt["__rollout_n__"])))
+
+    async def fake_postprocess(self, output, validate, **kwargs):
+        await asyncio.sleep(0)
+
+    monkeypatch.setattr(base, "_run_prompt", fake_run_prompt)
+    monkeypatch.setattr(base, "_agent_loop_postprocess", fake_postprocess)
+    worker = object.__new__(_AdaptiveAgentLoopWorkerTQ)
+    worker._records, worker._prompt_done = {}, {}
+
+    async def generate_sequences(batch):
+        for i, uid in enumerate(batch["uid"]):
+            prompt = {"uid": str(uid), "__rollout_n__": batch["__rollout_n__"][i], SESSION_OFFSET: batch[SESSION_OFFSET][i]}
+            asyncio.ensure_future(worker._run_prompt(prompt, {}, {"validate": False}))
+
+    worker.generate_sequences = generate_sequences
+
+    def request(uid, count, offset):
+        batch = tu.get_tensordict({"input_ids": torch.zeros(1, 3), "uid": np.array([uid], dtype=object)})
+        tu.assign_non_tensor_stack(batch, "__rollout_n__", [count])
+        tu.assign_non_tensor_stack(batch, SESSION_OFFSET, [offset])
+        return worker.run_requests(batch)
+
+    async def both():
+        return await asyncio.gather(request("late", 8, 16), request("easy", 8, 0), request("never", 4, 28))
+
+    late, easy, never = asyncio.run(both())
+    assert sorted(r.session for r in late) == list(range(16, 24)) and {r.uid for r in late} == {"late"}
+    assert [r.reward for r in sorted(late)] == [float(x) for x in REWARDS["late"][16:24]]
+    assert sorted(r.session for r in easy) == list(range(8)) and {r.uid for r in easy} == {"easy"}
+    assert sorted(r.session for r in never) == list(range(28, 32))
+    assert worker._records == {} and worker._prompt_done == {}  # nothing left behind
 
 
 def legacy_manager(config):

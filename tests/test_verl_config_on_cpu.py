@@ -26,6 +26,7 @@ def test_defaults_are_the_reference_settings():
     sampler = prepare_config(cfg)
     assert (sampler.n, sampler.round_size, sampler.max_rounds, sampler.variant) == (4, 8, 4, "balance")
     assert sampler.threshold == 0.7 and sampler.unresolved == "keep" and sampler.selection == "first"
+    assert sampler.mode == "rounds"
     assert cfg.algorithm.adv_estimator == "reinforce_ada" and cfg.algorithm.norm_adv_by_std_in_grpo is False
     assert cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class == MANAGER_CLASS
     assert (cfg.trainer.v1.sampler.custom_sampler.path, cfg.trainer.v1.sampler.custom_sampler.name) == (
@@ -60,6 +61,8 @@ def test_disabled_section_gives_plain_verl():
         (["trainer.v1.trainer_mode=colocate_async"], "trainer.v1.trainer_mode:"),
         (["reward.reward_model.enable=true"], "reward.reward_model.enable_resource_pool:"),
         (["trainer.use_v1=false", "reinforce_ada.unresolved=drop"], "reinforce_ada.unresolved:"),
+        (["trainer.use_v1=false", "reinforce_ada.mode=async"], "reinforce_ada.mode:"),
+        (["reinforce_ada.mode=barrier"], "reinforce_ada.mode:"),
         (["+reinforce_ada.rounds=3"], "reinforce_ada.rounds:"),
         (["actor_rollout_ref.rollout.agent.agent_loop_manager_class=my.Manager"],
          "actor_rollout_ref.rollout.agent.agent_loop_manager_class:"),
