@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-VARIANTS = ("balance", "pos")
+VARIANTS = ("balance", "pos", "est")
 UNRESOLVED_POLICIES = ("keep", "drop")
 SELECTIONS = ("first", "random")
-PROMPT_WEIGHTS = ("none", "inverse", "inverse_sqrt")
+PROMPT_WEIGHTS = ("auto", "none", "inverse", "inverse_sqrt")
 MODES = ("rounds", "async")
 
 
@@ -24,7 +24,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    """Reinforce-Ada-Seq settings (SPEC.md section 2; reference defaults).
+    """Reinforce-Ada settings: Seq (SPEC.md section 2; reference defaults) and Est (section 3).
 
     Attributes:
         n: Group size kept per prompt for the update (verl's ``rollout.n``).
@@ -32,6 +32,10 @@ class SamplerConfig:
         max_rounds: Rounds at most (R).
         variant: Exit rule. ``"balance"``: stop once the prompt has ``k_pos`` correct and
             ``k_neg`` incorrect samples. ``"pos"``: stop once it has ``k_pos`` correct.
+            ``"est"`` (Reinforce-Ada-Est): no exit rule and no rounds; each prompt gets one
+            request of N_x samples allocated from the pass-rate tracker (N_x ~ 1/sqrt(p_hat),
+            in [``min_samples_per_prompt``, N_max], summing to n per prompt over the batch),
+            and every sample is trained on.
         threshold: A sample is correct iff its reward is strictly greater than this.
         k_pos: Correct samples the exit rule needs. None means 1 for ``pos`` and ``n // 2``
             for ``balance``.
@@ -46,12 +50,23 @@ class SamplerConfig:
         seed: Seed of the ``random`` selection.
         prompt_weight: Multiplies each prompt's advantages by w(p), p the pool's mean
             reward: ``"none"`` (1), ``"inverse"`` (1 / max(p, eps)) or ``"inverse_sqrt"``
-            (1 / sqrt(max(p, eps))), the v3 paper's log-objective correction.
-        prompt_weight_eps: The eps of ``prompt_weight``.
+            (1 / sqrt(max(p, eps))), the v3 paper's log-objective correction. ``"auto"``: the
+            variant's own, ``"inverse_sqrt"`` for ``est`` (Est's explicit weight) and
+            ``"none"`` for ``balance``/``pos``; see :attr:`weight_rule`.
+        prompt_weight_eps: The eps of ``prompt_weight``, also Est's allocation eps
+            (N_x ~ 1/sqrt(p_hat + eps)).
         mode: How requests are scheduled; the decisions are the same in both. ``"rounds"``:
             synchronous rounds, each waiting for all of its samples (the reference).
             ``"async"``: no round barrier, a prompt's next ``round_size`` samples are
             requested as soon as its previous ones are scored.
+        warm_start: Seq only: size each prompt's first request from the pass-rate tracker,
+            max(k_pos / p_hat, k_neg / (1 - p_hat)) in [n, N_max], for prompts seen in
+            earlier steps; later rounds and the exit rule are unchanged.
+        min_samples_per_prompt: Est's N_min, at most n (the mean). 2 by default: the fewest
+            that can hold a correct and an incorrect sample.
+        tracker_decay: lambda of the pass-rate tracker, applied at each visit of a prompt.
+        tracker_prior_pos: alpha, the tracker's prior count of correct samples.
+        tracker_prior_neg: beta, the tracker's prior count of incorrect samples.
     """
 
     n: int = 4
@@ -65,9 +80,14 @@ class SamplerConfig:
     unresolved: str = "keep"
     selection: str = "first"
     seed: int = 0
-    prompt_weight: str = "none"
+    prompt_weight: str = "auto"
     prompt_weight_eps: float = 0.01
     mode: str = "rounds"
+    warm_start: bool = False
+    min_samples_per_prompt: int = 2
+    tracker_decay: float = 0.5
+    tracker_prior_pos: float = 1.0
+    tracker_prior_neg: float = 1.0
 
     def __post_init__(self) -> None:
         _check_int(self, "n", minimum=1)
@@ -87,6 +107,14 @@ class SamplerConfig:
             raise ConfigError(f"prompt_weight_eps: must be > 0, got {self.prompt_weight_eps!r}")
         if self.k_pos is not None:
             _check_int(self, "k_pos", minimum=0)
+        _check_int(self, "min_samples_per_prompt", minimum=1)
+        if not isinstance(self.warm_start, bool):
+            raise ConfigError(f"warm_start: must be true or false, got {self.warm_start!r}")
+        _check_number(self, "tracker_decay", low=0.0, high=1.0, low_open=True)
+        _check_number(self, "tracker_prior_pos", low=0.0, low_open=True)
+        _check_number(self, "tracker_prior_neg", low=0.0, low_open=True)
+        if self.variant == "est":
+            self._check_est()
         if self.k_neg is not None:
             if self.variant == "pos":
                 raise ConfigError("k_neg: only the 'balance' variant counts incorrect samples; leave it unset (null) for 'pos'")
@@ -104,6 +132,32 @@ class SamplerConfig:
                 f"k_pos/k_neg: the exit rule needs {self.positives_needed + self.negatives_needed} samples "
                 f"but a prompt may draw at most {self.budget}; lower k_pos/k_neg or raise the budget"
             )
+
+    def _check_est(self) -> None:
+        if self.warm_start:
+            raise ConfigError("warm_start: 'est' always allocates from the tracker; warm start is for 'balance'/'pos'")
+        if self.unresolved != "keep":
+            raise ConfigError("unresolved: 'est' has no exit rule and trains on every sample; leave it 'keep'")
+        for name in ("k_pos", "k_neg"):
+            if getattr(self, name) is not None:
+                raise ConfigError(f"{name}: 'est' has no exit rule; leave it unset (null)")
+        if self.min_samples_per_prompt > self.n:
+            raise ConfigError(
+                f"min_samples_per_prompt: Est's N_min ({self.min_samples_per_prompt}) exceeds n ({self.n}), the mean "
+                "samples per prompt of the step's budget; lower it (below n, or allocation cannot vary)"
+            )
+
+    @property
+    def weight_rule(self) -> str:
+        """``prompt_weight`` with ``"auto"`` resolved for the variant."""
+        if self.prompt_weight != "auto":
+            return self.prompt_weight
+        return "inverse_sqrt" if self.variant == "est" else "none"
+
+    @property
+    def uses_tracker(self) -> bool:
+        """True when the pass-rate tracker decides something (Est's allocation or warm start)."""
+        return self.variant == "est" or self.warm_start
 
     @property
     def budget(self) -> int:
@@ -151,6 +205,17 @@ def _check_int(cfg: SamplerConfig, name: str, minimum: int | None) -> None:
         raise ConfigError(f"{name}: must be an integer, got {value!r}")
     if minimum is not None and value < minimum:
         raise ConfigError(f"{name}: must be >= {minimum}, got {value}")
+
+
+def _check_number(
+    cfg: SamplerConfig, name: str, low: float, high: float | None = None, low_open: bool = False
+) -> None:
+    value = getattr(cfg, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{name}: must be a finite number, got {value!r}")
+    if value < low or (low_open and value == low) or (high is not None and value > high):
+        interval = f"{'(' if low_open else '['}{low}, {high if high is not None else 'inf'}{']' if high is not None else ')'}"
+        raise ConfigError(f"{name}: must be in {interval}, got {value!r}")
 
 
 def _check_choice(cfg: SamplerConfig, name: str, allowed: tuple[str, ...]) -> None:

@@ -66,11 +66,14 @@ class PromptGroup:
 
 
 def form_group(sampler: PromptSampler, prompt_key: str = "") -> PromptGroup:
-    """Turns a finished prompt's pool into its group (or drops it, per the config)."""
+    """Turns a finished prompt's pool into its group (or drops it, per the config); for
+    ``est``, the group is the whole pool."""
     config = sampler.config
     if not sampler.finished:
         raise ValueError("form_group() needs a finished prompt; it still asks for samples")
     stats = pool_stats(sampler.rewards, config)
+    if config.variant == "est":  # no downsampling: Est trains on every sample drawn
+        return PromptGroup(kept=list(range(sampler.drawn)), stats=stats)
     if not sampler.resolved and config.unresolved == "drop":
         return PromptGroup(kept=[], stats=stats, dropped=True)
     return PromptGroup(kept=select_group(sampler.rewards, config, prompt_key), stats=stats)

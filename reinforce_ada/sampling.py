@@ -40,10 +40,15 @@ class PromptSampler:
             at most ``config.max_rounds``.
         num_pos: Rewards strictly above ``config.threshold``.
         num_neg: The other rewards.
-        resolved: True once the exit rule held (then no more samples are asked for).
+        resolved: True once the exit rule held (then no more samples are asked for); for
+            ``est``, once its single request is recorded.
+        first_request: Size of the first request, if not ``round_size``: Est's allocation
+            N_x, or a warm start's estimate (see :func:`reinforce_ada.tracker.plan_first_requests`).
+            Still capped by the budget. Est without one asks for n.
     """
 
     config: SamplerConfig
+    first_request: int | None = None
     rewards: list[float] = field(default_factory=list)
     rounds: int = 0
     num_pos: int = 0
@@ -63,7 +68,13 @@ class PromptSampler:
         """Samples to draw in this prompt's next round (0 once finished)."""
         if self.finished:
             return 0
-        return min(self.config.round_size, self.config.budget - self.drawn)
+        size = self.config.round_size
+        if self.rounds == 0:
+            if self.first_request is not None:
+                size = self.first_request
+            elif self.config.variant == "est":
+                size = self.config.n
+        return min(size, self.config.budget - self.drawn)
 
     def record(self, rewards: Sequence[float]) -> None:
         """Adds one round's rewards, then applies the exit rule.
@@ -94,6 +105,8 @@ class PromptSampler:
         """The exit rule: enough correct (and, for ``balance``, incorrect) samples, and at
         least n samples drawn so that a full group can be formed."""
         cfg = self.config
+        if cfg.variant == "est":  # no exit rule: the allocation is the whole of its sampling
+            return self.rounds >= 1
         return (
             self.num_pos >= cfg.positives_needed
             and self.num_neg >= cfg.negatives_needed

@@ -14,6 +14,10 @@ Two sources of rewards:
 * ``--pass-rates 0.1,0.5,...`` or ``--beta A B --num-prompts K``: Bernoulli 1/0 rewards from
   those pass rates (or from pass rates drawn from Beta(A, B)), seeded by ``--seed``.
 
+The simulation is one training step with an empty pass-rate tracker: ``variant=est``
+allocates n samples to every prompt and ``warm_start`` changes nothing (the multi-step
+benchmark, benchmarks/sampling_efficiency.py, shows what the tracker does over training).
+
 Both print JSON: one record per prompt (samples drawn, rounds, correct/incorrect counts,
 resolved, kept indices, baseline, advantages) and a summary. Bad input exits with status 2
 and one line naming the field.
@@ -179,9 +183,20 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         if f.name == "seed":  # --seed above seeds both the rewards and the random selection
             continue
         flag = "--" + f.name.replace("_", "-")
-        kind = {"threshold": float, "prompt_weight_eps": float}.get(f.name, str if isinstance(getattr(defaults, f.name), str) else int)
+        default = getattr(defaults, f.name)
+        kind = {"threshold": float, "prompt_weight_eps": float}.get(
+            f.name, _flag if isinstance(default, bool) else float if isinstance(default, float) else str if isinstance(default, str) else int
+        )
         parser.add_argument(flag, dest=f"cfg_{f.name}", type=kind, default=None, help=f"sampler setting (default {getattr(defaults, f.name)})")
     return parser.parse_args(argv)
+
+
+def _flag(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

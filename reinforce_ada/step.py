@@ -69,6 +69,7 @@ def run_step(
     clock: Callable[[], float] = time.perf_counter,
     on_round: RoundReport | None = None,
     on_progress: ProgressReport | None = None,
+    first_requests: Sequence[int] | None = None,
 ) -> StepResult:
     """Samples every prompt until it is finished (in ``config.mode``), then forms its group.
 
@@ -84,8 +85,14 @@ def run_step(
         clock: Time source for the timings.
         on_round: Called after each round (``rounds`` mode), e.g. to show progress.
         on_progress: Called after each batch of scored requests (``async`` mode).
+        first_requests: Per prompt, the size of its first request (Est's allocation or a warm
+            start, from :func:`reinforce_ada.tracker.plan_first_requests`); None: ``round_size``
+            (n for ``est``).
     """
-    samplers = [PromptSampler(config) for _ in prompt_keys]
+    if first_requests is not None and len(first_requests) != len(prompt_keys):
+        raise ValueError(f"{len(first_requests)} first requests for {len(prompt_keys)} prompts")
+    firsts = list(first_requests) if first_requests is not None else [None] * len(prompt_keys)
+    samplers = [PromptSampler(config, first_request=first) for first in firsts]
     round_seconds: list[float] = []
     start = clock()
     if config.mode == "async":

@@ -38,6 +38,8 @@ import json
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
+from reinforce_ada.config import SamplerConfig
+
 STATE_VERSION = 1
 
 
@@ -248,3 +250,42 @@ def warm_start_size(
     p = min(max(pass_rate, 1e-9), 1 - 1e-9)
     expected = max(positives_needed / p, negatives_needed / (1 - p) if negatives_needed else 0.0)
     return int(min(max(math.ceil(expected - 1e-9), min_size), max_size))
+
+
+def make_tracker(config: SamplerConfig) -> PassRateTracker:
+    """The tracker with the config's lambda, alpha and beta."""
+    return PassRateTracker(config.tracker_decay, config.tracker_prior_pos, config.tracker_prior_neg)
+
+
+def plan_first_requests(tracker: PassRateTracker, keys: Sequence[str], config: SamplerConfig) -> list[int] | None:
+    """Each prompt's first request of the step, from the tracker; None where the tracker decides nothing.
+
+    * ``variant="est"``: the whole step's allocation, :func:`allocate_samples` of a budget of
+      ``len(keys) * n`` (what GRPO-n draws) in [``min_samples_per_prompt``, N_max], eps =
+      ``prompt_weight_eps``. Est makes this one request per prompt and no other.
+    * ``warm_start=True`` (Seq): :func:`warm_start_size` in [n, N_max] for prompts the tracker
+      has seen, ``round_size`` for new ones (no estimate: the plain first round). Later rounds
+      and the exit rule are unchanged.
+    * otherwise None: every first round is ``round_size``.
+
+    Args:
+        tracker: Pass-rate estimates from earlier steps.
+        keys: The step's prompts (:func:`prompt_identity`), shape (B,).
+        config: The sampler settings.
+
+    Returns:
+        Sample counts, shape (B,), or None.
+    """
+    if config.variant == "est":
+        return allocate_samples(
+            tracker.pass_rates(keys), len(keys) * config.n, config.min_samples_per_prompt, config.budget,
+            config.prompt_weight_eps,
+        )
+    if config.warm_start:
+        return [
+            warm_start_size(tracker.pass_rate(k), config.positives_needed, config.negatives_needed, config.n, config.budget)
+            if k in tracker
+            else min(config.round_size, config.budget)
+            for k in keys
+        ]
+    return None
