@@ -75,7 +75,9 @@ def checkpoint_weights(out: Path, step: int) -> dict[str, torch.Tensor]:
     return {k: (v.full_tensor() if hasattr(v, "full_tensor") else v) for k, v in state.items()}
 
 
-def assert_sane_sampler_metrics(data: dict, prefix: str, prompts: int = 4, n: int = 4, m: int = 8, r: int = 4):
+def assert_sane_sampler_metrics(
+    data: dict, prefix: str, prompts: int = 4, n: int = 4, m: int = 8, r: int = 4, mode: str = "rounds"
+):
     get = lambda name: data[prefix + name]  # noqa: E731
     assert get("prompts") == prompts
     assert prompts * m <= get("samples_total") <= prompts * m * r
@@ -86,6 +88,9 @@ def assert_sane_sampler_metrics(data: dict, prefix: str, prompts: int = 4, n: in
     assert get("kept_samples") == prompts * n == get("kept_positives") + get("kept_negatives")
     assert 0 <= get("kept_groups_with_signal_frac") <= 1
     assert get("rollout_seconds") > 0
+    if mode == "async":  # no rounds to time
+        assert not any(k.startswith(prefix + "round_") and k.endswith("_seconds") for k in data)
+        return
     assert sum(get(f"round_{i}_seconds") for i in range(1, int(get("rounds")) + 1)) == pytest.approx(
         get("rollout_seconds")
     )
@@ -126,6 +131,15 @@ def test_v1_resumes_from_the_checkpoint(v1_run):
     assert_sane_sampler_metrics(resumed[0]["data"], "reinforce_ada/")
     before, after = checkpoint_weights(out, 2), checkpoint_weights(out, 3)
     assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_v1_trains_in_async_mode(tmp_path):
+    records, log = run(tmp_path, "async", {"STEPS": "2", "SAVE_FREQ": "-1"}, "reinforce_ada.mode=async")
+    assert [r["step"] for r in records] == [1, 2]
+    for record in records:
+        assert_sane_sampler_metrics(record["data"], "reinforce_ada/", mode="async")
+    assert "[reinforce_ada] step 1 async: 1 requests scored" in log  # progress while sampling
+    assert "requests a prompt" in log and "round 1/4" not in log
 
 
 def test_reference_launch_overrides_run_on_the_legacy_trainer(tmp_path):
