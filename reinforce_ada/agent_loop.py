@@ -23,6 +23,12 @@ What each trainer gets back:
 
 Both publish the pool statistics for the estimator (:func:`reinforce_ada.estimator.publish_pools`)
 and the step metrics (:func:`pop_step_metrics`).
+
+The V1 manager also keeps the pass-rate tracker (:mod:`reinforce_ada.tracker`), keyed by a hash
+of each prompt's messages: it plans Est's allocation (``variant=est``: one request of N_x samples
+per prompt, all of them kept) or the warm start's first requests, learns from every sample drawn,
+is saved in each verl checkpoint by :class:`reinforce_ada.checkpoint.TrackerCheckpointCallback`,
+and is restored from the checkpoint verl resumed from at the first training step.
 """
 
 from __future__ import annotations
@@ -39,10 +45,12 @@ from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 from verl.utils import tensordict_utils as tu
 
+from reinforce_ada.checkpoint import load_tracker, resumed_checkpoint_dir
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.estimator import publish_pools
 from reinforce_ada.sampling import AsyncProgress, RewardError
 from reinforce_ada.step import StepResult, run_step
+from reinforce_ada.tracker import PassRateTracker, make_tracker, plan_first_requests, prompt_identity
 from reinforce_ada.verl_config import prepare_config
 
 METRIC_PREFIX = "reinforce_ada/"
@@ -89,12 +97,14 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float, np.number))
 
 
-def _publish(result: StepResult, uids: Sequence[str], rewards: RewardTally) -> None:
+def _publish(
+    result: StepResult, uids: Sequence[str], rewards: RewardTally, extra: Mapping[str, float] | None = None
+) -> None:
     publish_pools({uid: g.stats for uid, g in zip(uids, result.groups) if not g.dropped})
     _step_metrics.clear()
     # reward_latency_mean: seconds from a sample's reward request to its score; scoring overlaps
     # with the generation of other samples, so it is not added to rollout_seconds.
-    metrics = {**result.metrics(), **rewards.metrics()}
+    metrics = {**result.metrics(), **rewards.metrics(), **(extra or {})}
     _step_metrics.update({METRIC_PREFIX + k: v for k, v in metrics.items()})
     rounds = f"{metrics['rounds']:.0f} rounds" if result.round_seconds else f"at most {metrics['rounds']:.0f} requests a prompt"
     _progress(
@@ -108,7 +118,9 @@ def _progress(message: str) -> None:
     print(f"[reinforce_ada] {message}", file=sys.stderr, flush=True)
 
 
-def _run(prompt_count: int, global_step: Any, config: SamplerConfig, rollout) -> StepResult:
+def _run(
+    prompt_count: int, global_step: Any, config: SamplerConfig, rollout, first_requests: Sequence[int] | None = None
+) -> StepResult:
     def on_round(round_index: int, prompts: int, samples: int, seconds: float) -> None:
         _progress(
             f"step {global_step} round {round_index}/{config.max_rounds}: {prompts} active prompts, "
@@ -131,7 +143,7 @@ def _run(prompt_count: int, global_step: Any, config: SamplerConfig, rollout) ->
 
     # uids are random per run; step and position are stable, so the `random` selection reproduces.
     keys = [f"{global_step}:{i}" for i in range(prompt_count)]
-    return run_step(keys, config, rollout, on_round=on_round, on_progress=on_progress)
+    return run_step(keys, config, rollout, on_round=on_round, on_progress=on_progress, first_requests=first_requests)
 
 
 class AdaptiveAgentLoopManager:
@@ -274,7 +286,49 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         super().__init__(config, *args, **kwargs)
         self.agent_loop_workers_class = ray.remote(_AdaptiveAgentLoopWorkerTQ)
         self.sampler_config = sampler_config
+        self.tracker: PassRateTracker = make_tracker(sampler_config)
+        self._tracker_checked = False  # restored from verl's resumed checkpoint at the first training step
         _check_streaming_reward(self.reward_loop_worker_handles)
+
+    def _restore_tracker(self, step: int) -> None:
+        """At the first training step: loads the tracker saved with the checkpoint verl resumed from."""
+        self._tracker_checked = True
+        folder = resumed_checkpoint_dir(self.config.trainer, step)
+        if folder is None:
+            return
+        if load_tracker(self.tracker, folder, global_step=step - 1):
+            _progress(f"step {step}: pass-rate tracker of {len(self.tracker)} prompts restored from {folder}")
+        else:
+            _progress(
+                f"step {step}: WARNING: {folder} holds no pass-rate tracker (a checkpoint from before it was saved, "
+                "or a crash between verl's save and ours); starting with an empty tracker"
+            )
+
+    def _plan(self, prompts, step: int) -> tuple[list[str] | None, list[int] | None, dict[str, float]]:
+        """The step's tracker keys, first requests (Est / warm start) and tracker metrics."""
+        if not self._tracker_checked:
+            self._restore_tracker(step)
+        keys = _prompt_keys(prompts)
+        if keys is None:
+            if self.sampler_config.uses_tracker:
+                raise RuntimeError(
+                    "reinforce_ada: variant=est and warm_start need each prompt's `raw_prompt` (verl's RLHFDataset "
+                    "provides it) to recognise prompts across steps; the rollout got none"
+                )
+            return None, None, {}
+        first_requests = plan_first_requests(self.tracker, keys, self.sampler_config)
+        metrics = self.tracker.summary(keys)
+        if first_requests is not None:
+            metrics.update(
+                {
+                    "first_request_mean": sum(first_requests) / len(first_requests),
+                    "first_request_min": float(min(first_requests)),
+                    "first_request_max": float(max(first_requests)),
+                }
+            )
+            what = "allocation" if self.sampler_config.variant == "est" else "first requests"
+            _progress(f"step {step} {what}: {' '.join(str(c) for c in first_requests)}")
+        return keys, first_requests, metrics
 
     def _dispatch_round(self, batch) -> list[SampleRecord]:
         """One round on the workers: a record per generated and scored sample."""
@@ -309,7 +363,10 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         rollout = _WorkerRequests(self, book) if self.sampler_config.mode == "async" else generate_round
 
         step = tu.get_non_tensor_data(prompts, "global_steps", 0)
-        result = _run(len(book.uids), step, self.sampler_config, rollout)
+        keys, first_requests, tracker_metrics = self._plan(prompts, int(step))
+        result = _run(len(book.uids), step, self.sampler_config, rollout, first_requests)
+        if keys is not None:
+            self.tracker.update_many((k, s.drawn, s.num_pos) for k, s in zip(keys, result.samplers))
 
         kept = {(book.uids[p], i) for p, g in enumerate(result.groups) for i in g.kept}
         unkept = [
@@ -320,7 +377,16 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         ]
         if unkept:
             self._clear_samples(unkept)
-        _publish(result, book.uids, book.reward_tally)
+        _publish(result, book.uids, book.reward_tally, tracker_metrics)
+
+
+def _prompt_keys(prompts) -> list[str] | None:
+    """Each prompt's :func:`~reinforce_ada.tracker.prompt_identity` (messages and data source); None without messages."""
+    if "raw_prompt" not in prompts.keys():
+        return None
+    messages = list(prompts["raw_prompt"])
+    sources = list(prompts["data_source"]) if "data_source" in prompts.keys() else [None] * len(messages)
+    return [prompt_identity(m, s) for m, s in zip(messages, sources)]
 
 
 class _RequestBook:

@@ -13,6 +13,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from reinforce_ada.config import ConfigError, SamplerConfig
 
+CALLBACK_CLASS = "reinforce_ada.checkpoint.TrackerCheckpointCallback"  # reinforce_ada.checkpoint imports verl
+
 SECTION = "reinforce_ada"
 MANAGER_CLASS = "reinforce_ada.agent_loop.AdaptiveAgentLoopManager"
 SAMPLER_PATH = "pkg://reinforce_ada.replay_buffer"
@@ -63,7 +65,7 @@ def prepare_config(config: DictConfig) -> SamplerConfig | None:
         )
     sampler = sampler_config(config)
     _check_compatible(config, sampler)
-    _install_hooks(config)
+    _install_hooks(config, sampler)
     return sampler
 
 
@@ -146,10 +148,32 @@ def _check_compatible(config: DictConfig, sampler: SamplerConfig) -> None:
             "reinforce_ada.unresolved: 'drop' needs trainer.use_v1=true; the legacy trainer needs a fixed batch of "
             "train_batch_size * rollout.n samples (use 'keep')"
         )
+    if not use_v1 and sampler.variant == "est":
+        raise ConfigError(
+            "trainer.use_v1: reinforce_ada.variant='est' draws a different number of samples per prompt, which the "
+            "legacy trainer cannot take (it joins the rollout with the batch repeated rollout.n times per prompt); "
+            "set trainer.use_v1=true"
+        )
+    if not use_v1 and sampler.warm_start:
+        raise ConfigError(
+            "trainer.use_v1: reinforce_ada.warm_start keeps a pass-rate tracker across steps, saved through the V1 "
+            "trainer's checkpoint callback; set trainer.use_v1=true (or warm_start=false)"
+        )
+    if sampler.variant == "est":
+        if config.algorithm.adv_estimator != "reinforce_ada":
+            raise ConfigError(
+                "algorithm.adv_estimator: reinforce_ada.variant='est' needs 'reinforce_ada' (the baseline of all the "
+                f"prompt's samples times Est's weight), got {config.algorithm.adv_estimator!r}"
+            )
+        if config.algorithm.get("norm_adv_by_std_in_grpo", False):
+            raise ConfigError(
+                "algorithm.norm_adv_by_std_in_grpo: Est's advantage (r - mean) / sqrt(mean) has no std division; "
+                "set it to false"
+            )
 
 
-def _install_hooks(config: DictConfig) -> None:
-    """Points verl's manager (both trainers) and sampler (V1) hooks at this package."""
+def _install_hooks(config: DictConfig, sampler: SamplerConfig) -> None:
+    """Points verl's manager (both trainers), sampler and checkpoint-callback (V1) hooks at this package."""
     agent = config.actor_rollout_ref.rollout.agent
     current = agent.get("agent_loop_manager_class")
     if current not in (None, MANAGER_CLASS):
@@ -167,6 +191,28 @@ def _install_hooks(config: DictConfig) -> None:
                     f"{SAMPLER_PATH}:{SAMPLER_NAME}, got {custom.get('path')!r}"
                 )
             custom.path, custom.name = SAMPLER_PATH, SAMPLER_NAME
+            callback = config.trainer.get("checkpoint_callback_class")
+            if callback in (None, CALLBACK_CLASS):
+                config.trainer.checkpoint_callback_class = CALLBACK_CLASS
+            elif sampler.uses_tracker and not _saves_tracker(callback):
+                raise ConfigError(
+                    f"trainer.checkpoint_callback_class: reinforce_ada.variant='est' and warm_start save the pass-rate "
+                    f"tracker with each checkpoint through {CALLBACK_CLASS}, got {callback!r}; subclass it (calling "
+                    "super().on_save) and name your subclass here"
+                )
+
+
+def _saves_tracker(callback_fqn: str) -> bool:
+    """True if the named checkpoint callback is a subclass of ours (so it saves the tracker)."""
+    from verl.utils.import_utils import load_class_from_fqn
+
+    from reinforce_ada.checkpoint import TrackerCheckpointCallback
+
+    try:
+        callback = load_class_from_fqn(callback_fqn, "CheckpointCallback")
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ConfigError(f"trainer.checkpoint_callback_class: cannot load {callback_fqn!r}: {err}") from None
+    return isinstance(callback, type) and issubclass(callback, TrackerCheckpointCallback)
 
 
 def _remove_hooks(config: DictConfig) -> None:
@@ -178,3 +224,5 @@ def _remove_hooks(config: DictConfig) -> None:
         custom = config.trainer.v1.sampler.custom_sampler
         if custom.get("path") == SAMPLER_PATH:
             custom.path = custom.name = None
+        if config.trainer.get("checkpoint_callback_class") == CALLBACK_CLASS:
+            config.trainer.checkpoint_callback_class = None

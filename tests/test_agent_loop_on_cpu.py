@@ -6,6 +6,7 @@ import torch
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.sampling import RewardError
+from reinforce_ada.tracker import make_tracker
 
 # Rewards each prompt gets, in generation order (n=4, M=8, R=4, balance):
 REWARDS = {
@@ -39,6 +40,7 @@ def v1_manager(config, drop_session=None):
 
     manager = object.__new__(_AdaptiveManagerV1)
     manager.sampler_config = config
+    manager.tracker, manager._tracker_checked = make_tracker(config), True  # a fresh run, nothing to restore
     manager.requests, manager.cleared = [], []
 
     def dispatch(batch):
@@ -131,6 +133,7 @@ def v1_async_manager(config, order_seed, drop_session=None, workers=2):
 
     manager = object.__new__(_AdaptiveManagerV1)
     manager.sampler_config = config
+    manager.tracker, manager._tracker_checked = make_tracker(config), True
     manager.agent_loop_workers = [object()] * workers
     manager.requests, manager.cleared, manager.workers_used = [], [], []
     in_flight: dict[int, list] = {}

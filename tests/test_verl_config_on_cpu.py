@@ -133,3 +133,59 @@ def test_disabled_config_makes_the_manager_class_build_verls_own(monkeypatch):
     monkeypatch.setattr(AgentLoopManagerTQ, "create", classmethod(lambda cls, config, **kw: built.append(cls) or cls))
     cfg = load("reinforce_ada.enable=false", "algorithm.adv_estimator=grpo")
     assert AdaptiveAgentLoopManager.create(cfg, llm_client=None) is AgentLoopManagerTQ and built == [AgentLoopManagerTQ]
+
+
+def test_est_and_warm_start_settings_reach_the_sampler_and_the_checkpoint_hook():
+    from reinforce_ada.verl_config import CALLBACK_CLASS
+
+    cfg = load("reinforce_ada.variant=est", "reinforce_ada.min_samples_per_prompt=1", "reinforce_ada.tracker_decay=0.8")
+    sampler = prepare_config(cfg)
+    assert (sampler.variant, sampler.min_samples_per_prompt, sampler.tracker_decay) == ("est", 1, 0.8)
+    assert sampler.weight_rule == "inverse_sqrt" and cfg.trainer.checkpoint_callback_class == CALLBACK_CLASS
+    warm = prepare_config(load("reinforce_ada.warm_start=true"))
+    assert warm.warm_start and warm.uses_tracker
+    verl_cfg = load_verl("+reinforce_ada.enable=true", "+reinforce_ada.variant=est", "actor_rollout_ref.rollout.n=4",
+                         "algorithm.adv_estimator=reinforce_ada", "algorithm.norm_adv_by_std_in_grpo=false")
+    prepare_config(verl_cfg)
+    assert verl_cfg.trainer.checkpoint_callback_class == CALLBACK_CLASS
+    off = load("reinforce_ada.enable=false", "algorithm.adv_estimator=grpo")
+    prepare_config(off)
+    assert off.trainer.checkpoint_callback_class is None
+
+
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["reinforce_ada.variant=est", "trainer.use_v1=false"], "trainer.use_v1:"),
+        (["reinforce_ada.warm_start=true", "trainer.use_v1=false"], "trainer.use_v1:"),
+        (["reinforce_ada.variant=est", "algorithm.adv_estimator=grpo"], "algorithm.adv_estimator:"),
+        (["reinforce_ada.variant=est", "algorithm.norm_adv_by_std_in_grpo=true"], "algorithm.norm_adv_by_std_in_grpo:"),
+        (["reinforce_ada.variant=est", "reinforce_ada.min_samples_per_prompt=8"], "reinforce_ada.min_samples_per_prompt:"),
+        (["reinforce_ada.variant=est", "reinforce_ada.warm_start=true"], "reinforce_ada.warm_start:"),
+        (["reinforce_ada.tracker_decay=0"], "reinforce_ada.tracker_decay:"),
+        (["reinforce_ada.variant=est", "trainer.checkpoint_callback_class=verl.trainer.ppo.checkpoint_callback.CheckpointCallback"],
+         "trainer.checkpoint_callback_class:"),
+        (["reinforce_ada.variant=est", "trainer.checkpoint_callback_class=no.such.Callback"],
+         "trainer.checkpoint_callback_class:"),
+    ],
+)
+def test_est_and_warm_start_misconfigurations_name_the_key(overrides, key):
+    with pytest.raises(ConfigError, match=f"^{key}"):
+        prepare_config(load("actor_rollout_ref.rollout.n=4", *overrides))
+
+
+def test_a_subclass_of_the_tracker_callback_is_accepted():
+    cfg = load("reinforce_ada.variant=est", "actor_rollout_ref.rollout.n=4",
+               f"trainer.checkpoint_callback_class={__name__}.MyCallback")
+    prepare_config(cfg)
+    assert cfg.trainer.checkpoint_callback_class == f"{__name__}.MyCallback"
+    plain_seq = load("trainer.checkpoint_callback_class=verl.trainer.ppo.checkpoint_callback.CheckpointCallback")
+    prepare_config(plain_seq)  # Seq without warm start needs no tracker saved: the user's callback stays
+    assert plain_seq.trainer.checkpoint_callback_class.endswith(".CheckpointCallback")
+
+
+from reinforce_ada.checkpoint import TrackerCheckpointCallback  # noqa: E402
+
+
+class MyCallback(TrackerCheckpointCallback):
+    pass
