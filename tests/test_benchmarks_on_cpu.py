@@ -85,3 +85,20 @@ def test_rollout_time_engine_driver_gives_async_the_same_pools_as_rounds():
     drawn = [s.drawn for s in rounds.samplers]
     assert sorted(rounds_engine.seeds) == sorted(7 + p * POOL_STRIDE + i for p in range(6) for i in range(drawn[p]))
     assert async_rollout.tokens == rounds_rollout.tokens == 3 * sum(drawn)
+
+
+def test_tracker_table_across_epochs(tmp_path):
+    from benchmarks.sampling_efficiency import tracker_table
+
+    rows = {
+        (cells[0], cells[1]): cells[2:]
+        for cells in (line.split(" | ") for line in tracker_table(dataset=64, batch=16, epochs=2, seed=0).splitlines())
+        if len(cells) > 3 and cells[1] in ("1", "2-2")
+    }
+    assert len(rows) == 14
+    # the same reward draws for every method: with an empty tracker (epoch 1) Est is GRPO-4 and
+    # warm start changes nothing
+    assert rows[("| GRPO-4", "1")] == rows[("| Reinforce-Ada-Est (tracker)", "1")]
+    assert rows[("| Reinforce-Ada-balance", "1")] == rows[("| Reinforce-Ada-balance + warm start", "1")]
+    assert rows[("| Reinforce-Ada-Est (tracker)", "2-2")][0] == "4.00"  # Est spends GRPO-4's budget
+    assert float(rows[("| Reinforce-Ada-balance + warm start", "2-2")][4]) > 8  # first requests sized from p_hat
