@@ -1,0 +1,114 @@
+"""End to end: Reinforce-Ada-Est and warm-started Seq through verl's V1 trainer on a CPU, and a
+kill-and-resume that must allocate exactly as the run it replaces.
+
+The tiny dataset has 8 training prompts and each step takes 4 (no shuffling), so step 3 asks the
+prompts of step 1 again and the pass-rate tracker decides its allocation. Each run takes one to
+two minutes on two cores; marked slow.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_train_cpu_tiny_on_cpu import ROOT, SCRIPT
+
+pytestmark = pytest.mark.slow
+
+TRAIN_PROMPTS = 8
+
+
+def tiny(out: Path) -> None:
+    """The tiny model with 8 training prompts (run_cpu_tiny.sh keeps a model it finds in OUT/tiny)."""
+    subprocess.run(
+        [sys.executable, "-m", "reinforce_ada.tiny", str(out / "tiny"), "--train", str(TRAIN_PROMPTS)],
+        check=True, capture_output=True, cwd=ROOT,
+    )
+
+
+def start(out: Path, name: str, env_extra: dict, *overrides: str) -> subprocess.Popen:
+    env = {**os.environ, "OUT": str(out), "VERL_FILE_LOGGER_PATH": str(out / f"{name}.jsonl"), **env_extra}
+    log = open(out / f"{name}.log", "w")
+    # its own process group, so that a kill takes Ray's and vLLM's processes with it
+    return subprocess.Popen(["bash", str(SCRIPT), *overrides], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, out: Path, name: str) -> tuple[list[dict], str]:
+    proc.wait(timeout=900)
+    log = (out / f"{name}.log").read_text()
+    assert proc.returncode == 0, log[-6000:]
+    records = [json.loads(line) for line in (out / f"{name}.jsonl").read_text().splitlines()]
+    return records, log
+
+
+def allocations(log: str, what: str = "allocation") -> dict[int, list[int]]:
+    """``{step: counts}`` from the manager's ``step S allocation: c1 c2 ...`` lines."""
+    return {int(s): [int(c) for c in counts.split()] for s, counts in re.findall(rf"step (\d+) {what}: ([\d ]+)", log)}
+
+
+def test_est_trains_and_a_killed_run_resumes_with_identical_allocations(tmp_path):
+    out = tmp_path
+    tiny(out)
+    # 8 steps so that the run is still going when killed; checkpoints every 2 steps.
+    killed = start(out, "killed", {"STEPS": "8", "SAVE_FREQ": "2", "VARIANT": "est"})
+    deadline = time.time() + 900
+    try:
+        # Let it write the step-2 checkpoint and plan step 3, then kill it mid-step (no clean shutdown).
+        while "step 3 allocation:" not in (out / "killed.log").read_text():
+            assert killed.poll() is None, (out / "killed.log").read_text()[-6000:]
+            assert time.time() < deadline, "the run did not reach step 3"
+            time.sleep(0.1)
+    finally:
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait()
+    time.sleep(5)  # Ray's and vLLM's processes die with their parents
+    killed_log = (out / "killed.log").read_text()
+    checkpoints = out / "checkpoints"
+    # normally 2; 4 if the machine was quick enough to finish steps 3 and 4 before the kill landed
+    last = int((checkpoints / "latest_checkpointed_iteration.txt").read_text())
+    assert last >= 2 and (checkpoints / f"global_step_{last}" / "reinforce_ada_tracker.json").exists()
+
+    env = {"STEPS": str(last + 2), "SAVE_FREQ": "2", "VARIANT": "est"}
+    resumed, resumed_log = finish(start(out, "resumed", env), out, "resumed")
+    assert re.search(rf"pass-rate tracker of \d+ prompts restored from .*global_step_{last}\b", resumed_log)
+    before, after = allocations(killed_log), allocations(resumed_log)
+    assert set(after) == {last + 1, last + 2} and last + 1 in before
+    # The first resumed step is planned from the saved tracker alone: it must be the killed run's plan
+    # (later steps depend on new rewards, which vLLM samples afresh).
+    assert after[last + 1] == before[last + 1], "the resumed run allocated differently from the run it replaces"
+    for counts in [*before.values(), *after.values()]:
+        assert sum(counts) == 4 * 4 and all(2 <= c <= 32 for c in counts)  # GRPO-4's budget, [N_min, N_max]
+
+    # the resumed run trained on every sample drawn, with the tracker's view of the repeated prompts
+    assert [r["step"] for r in resumed] == [last + 1, last + 2]
+    for record in resumed:
+        data = record["data"]
+        assert data["reinforce_ada/samples_total"] == 16 == data["reinforce_ada/kept_samples"]
+        assert data["reinforce_ada/rounds"] == 1 and data["reinforce_ada/first_request_min"] >= 2
+        assert data["reinforce_ada/tracker/prompts_seen_before"] == 4  # from step 3 on, every prompt comes round again
+        assert data["reinforce_ada/tracker/size"] == TRAIN_PROMPTS
+        assert 0 < data["reinforce_ada/tracker/p_hat_min"] <= data["reinforce_ada/tracker/p_hat_max"] < 1
+    saved = json.loads((checkpoints / f"global_step_{last + 2}" / "reinforce_ada_tracker.json").read_text())
+    assert saved["global_step"] == last + 2 and len(saved["tracker"]["prompts"]) == TRAIN_PROMPTS
+
+
+def test_warm_start_sizes_the_first_round_of_prompts_seen_before(tmp_path):
+    tiny(tmp_path)
+    records, log = finish(
+        start(tmp_path, "warm", {"STEPS": "3", "SAVE_FREQ": "3", "VARIANT": "balance"}, "reinforce_ada.warm_start=true"),
+        tmp_path, "warm",
+    )
+    first = allocations(log, "first requests")
+    assert first[1] == [8] * 4 and first[2] == [8] * 4  # nothing known yet: round_size
+    assert all(4 <= c <= 32 for c in first[3])  # known prompts: K/p_hat in [n, N_max]
+    data = {r["step"]: r["data"] for r in records}
+    assert data[3]["reinforce_ada/tracker/prompts_seen_before"] == 4
+    assert data[3]["reinforce_ada/first_request_mean"] == pytest.approx(sum(first[3]) / 4)
+    assert data[3]["reinforce_ada/kept_samples"] == 16  # Seq still keeps n per prompt
+    assert (tmp_path / "checkpoints" / "global_step_3" / "reinforce_ada_tracker.json").exists()
