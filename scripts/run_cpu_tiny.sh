@@ -5,7 +5,7 @@
 #   bash scripts/run_cpu_tiny.sh [hydra overrides...]
 #
 # Environment: STEPS (training steps, default 2), OUT (run folder, default outputs/cpu_tiny),
-# VARIANT (balance | pos, default balance), TRAINER (v1 | legacy, default v1), ENTRY (ours |
+# VARIANT (balance | pos | est, default balance), TRAINER (v1 | legacy, default v1), ENTRY (ours |
 # verl, default ours: verl's own `python -m verl.trainer.main_ppo` with this package's config,
 # which then needs the CPU settings spelled out, as below). Metrics go to the console and to
 # OUT/metrics/<start time>.jsonl (verl's file logger).

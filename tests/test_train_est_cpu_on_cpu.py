@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from test_train_cpu_tiny_on_cpu import ROOT, SCRIPT
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "run_cpu_tiny.sh"
 
 pytestmark = pytest.mark.slow
 
