@@ -34,6 +34,7 @@ and is restored from the checkpoint verl resumed from at the first training step
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sys
 from collections import defaultdict
 from typing import Any, Mapping, NamedTuple, Sequence
@@ -327,7 +328,11 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
                 }
             )
             what = "allocation" if self.sampler_config.variant == "est" else "first requests"
-            _progress(f"step {step} {what}: {' '.join(str(c) for c in first_requests)}")
+            counts = " ".join(str(c) for c in first_requests)
+            if len(first_requests) > 64:  # a digest keeps the line short and still shows a resume allocates the same
+                digest = hashlib.blake2b(counts.encode(), digest_size=8).hexdigest()
+                counts = f"{len(first_requests)} prompts, {min(first_requests)}..{max(first_requests)}, digest {digest}"
+            _progress(f"step {step} {what}: {counts}")
         return keys, first_requests, metrics
 
     def _dispatch_round(self, batch) -> list[SampleRecord]:
