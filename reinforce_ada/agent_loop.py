@@ -424,7 +424,10 @@ class _RequestBook:
 
 
 class _WorkerRequests:
-    """The async mode's :class:`~reinforce_ada.sampling.AsyncRollout`: each prompt request is its own Ray call, on the least-loaded worker."""
+    """The async mode's :class:`~reinforce_ada.sampling.AsyncRollout` on verl's agent-loop workers.
+
+    Each prompt request is its own Ray call, sent to the worker with the fewest in flight.
+    """
 
     def __init__(self, manager: _AdaptiveManagerV1, book: _RequestBook):
         self.manager, self.book = manager, book
