@@ -21,9 +21,11 @@ import atexit
 import concurrent.futures
 import multiprocessing
 import os
+import sys
 from typing import Any
 
 TIMEOUT_SECONDS = float(os.environ.get("REINFORCE_ADA_VERIFY_TIMEOUT", "5"))
+STARTUP_SECONDS = 300.0
 OUTCOMES = ("correct", "wrong", "no_answer", "unparsable", "timeout", "bad_input")
 
 _pool: concurrent.futures.ProcessPoolExecutor | None = None
@@ -59,7 +61,14 @@ def _executor() -> concurrent.futures.ProcessPoolExecutor:
     global _pool
     if _pool is None:
         _pool = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        # Starting the process and importing math-verify takes seconds on a busy machine: keep
+        # that out of the first answer's time limit.
+        _pool.submit(_import_checker).result(timeout=STARTUP_SECONDS)
     return _pool
+
+
+def _import_checker() -> None:
+    import math_verify  # noqa: F401
 
 
 def _restart_executor() -> None:
@@ -87,12 +96,28 @@ def judge(response: Any, gold: Any, timeout: float = TIMEOUT_SECONDS) -> str:
     except concurrent.futures.TimeoutError:
         _restart_executor()
         return "timeout"
-    except Exception:  # a crash inside math-verify or the worker: this sample scores 0
+    except Exception as err:  # a crash inside math-verify or the worker: this sample scores 0, loudly
         _restart_executor()
+        _warn_once(f"reinforce_ada.reward: the answer check failed ({type(err).__name__}: {err}); scored 0 as unparsable")
         return "unparsable"
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        print(message, file=sys.stderr, flush=True)
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict[str, float]:
     """verl custom reward: ``{"score": 1.0 or 0.0, "<outcome>": 1.0 for the outcome that applied, ...}``."""
     outcome = judge(solution_str, ground_truth)
     return {"score": 1.0 if outcome == "correct" else 0.0, **{name: float(name == outcome) for name in OUTCOMES}}
+
+
+if __name__ != "reinforce_ada.reward":
+    # verl loads a custom reward function from its file under a made-up module name; the checker
+    # process cannot unpickle functions of such a module, so this copy hands over to the installed one.
+    from reinforce_ada.reward import compute_score, judge  # noqa: F401,F811

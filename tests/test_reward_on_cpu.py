@@ -63,3 +63,10 @@ def test_a_crash_inside_the_checker_scores_zero(monkeypatch):
 
 def _crashing_verify(gold, answer):
     raise RecursionError("sympy blew up")
+
+
+def test_the_file_loaded_as_verl_loads_a_custom_reward_function_still_checks_answers():
+    from verl.utils.import_utils import load_extern_object
+
+    compute_score = load_extern_object(reward.__file__, "compute_score")
+    assert compute_score("math", "2 + 4 = 6, so the answer is \\boxed{6}.", "6")["correct"] == 1.0
