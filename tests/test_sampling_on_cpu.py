@@ -163,3 +163,15 @@ def test_run_rounds_requests_only_active_prompts():
     assert run_rounds(samplers, generate) == 4
     assert seen == [{0: 8, 1: 8, 2: 8}, {1: 8, 2: 8}, {1: 8}, {1: 8}]
     assert [s.resolved for s in samplers] == [True, False, True]
+
+
+def test_pass_rate_mean_weighs_every_prompt_once_however_many_samples_it_drew():
+    from reinforce_ada.metrics import summarize
+
+    config = SamplerConfig(n=2, round_size=2, max_rounds=4)
+    easy, hard = PromptSampler(config), PromptSampler(config)
+    easy.record([1.0, 0.0])  # resolved after 2 samples: pool mean 0.5
+    for rewards in ([0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 1.0]):  # 8 samples: pool mean 1/8
+        hard.record(rewards)
+    metrics = summarize([easy, hard], [form_group(easy), form_group(hard)])
+    assert metrics["pass_rate_mean"] == pytest.approx((0.5 + 1 / 8) / 2)
