@@ -20,17 +20,18 @@ the repeat, the prompt and its pool index, so within one repeat the rounds and a
 the same samples (up to float differences between batch shapes: "same pools" counts the
 prompts whose rewards matched) and differ only in scheduling; GRPO-n4's 4 samples are the
 first 4 of those pools. Reported: wall seconds, samples and generated tokens of each, and the
-time ratios measured in the same repeat, repeated (alternating which goes first) to show the
-spread. Without ``--model`` the tiny random model of ``reinforce_ada.tiny`` is built and used
-with its arithmetic task; with a model folder, prompts come from ``--data`` (a verl parquet,
-default: the tiny task) and rewards from ``--reward-module`` (default: the tiny task's
-``compute_score``).
+time ratios measured in the same repeat, repeated (each repeat in another order of the
+methods) to show the spread. Without ``--model`` the tiny random model of ``reinforce_ada.tiny``
+is built and used with its arithmetic task; with a model folder, prompts come from ``--data``
+(a verl parquet, default: the tiny task) and rewards from ``--reward-module`` (default: the
+tiny task's ``compute_score``). On vLLM-CPU, chunked prefill is off: it fails on seeded requests.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import os
 import statistics
@@ -151,6 +152,9 @@ def main(argv=None) -> None:
         seed=0,
         dtype="float32" if not on_gpu else "auto",
         gpu_memory_utilization=0.9 if on_gpu else CPU_MEMORY_UTILIZATION,
+        # vLLM-CPU fails on seeded requests whose prefill is split over steps ("CPU Generator
+        # does not use offset"); whole prefills avoid it
+        enable_chunked_prefill=on_gpu,
     )
     tokenizer = llm.get_tokenizer()
     prompts = [tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
@@ -193,9 +197,12 @@ def main(argv=None) -> None:
     adaptive(variants[0], "rounds", seed=10**9)  # warm-up: the engine's first calls are slower
     adaptive(variants[0], "async", seed=2 * 10**9)
     runs: dict[str, list[dict]] = {name: [] for name in methods}
+    # repeat r runs the methods in the r-th of their orders: over len(methods)! repeats each method
+    # holds each position equally often (the engine slows down over a run, so position matters)
+    orders = list(itertools.permutations(methods))
     for r in range(args.repeats):
         seed = r * POOL_STRIDE * len(prompts)
-        for name in methods if r % 2 == 0 else reversed(methods):
+        for name in orders[r % len(orders)]:
             if name == "grpo_n4":
                 result = grpo(seed)
             else:
@@ -249,7 +256,7 @@ def main(argv=None) -> None:
         body = (
             f"{len(prompts)} prompts, temperature 1.0, at most {args.max_tokens} new tokens, vLLM "
             f"{importlib.metadata.version('vllm')}, one engine for all methods, driven request by request; "
-            f"n = 4, M = 8, R = 4; {args.repeats} repeats, alternating which method goes first, the same sample seeds "
+            f"n = 4, M = 8, R = 4; {args.repeats} repeats, each in another order of the methods, the same sample seeds "
             f"for every method within a repeat. rounds: a barrier per round (the reference); async: a prompt's next "
             f"request is sent as soon as its previous one is scored. rounds: the most requests one prompt made. "
             f"Regenerate with `{command} --write benchmarks/RESULTS.md`.\n\n"
