@@ -71,6 +71,7 @@ class EngineRollout:
         self.drawn = [0] * len(prompts)
         self.pending: dict[str, int] = {}  # request id -> prompt
         self.tokens = 0
+        self.steps = 0  # engine steps: the barrier can only save time by saving steps
 
     def submit(self, prompt: int, count: int) -> None:
         first = self.drawn[prompt]
@@ -85,6 +86,7 @@ class EngineRollout:
             raise RuntimeError("wait() with no request in flight")
         finished = []
         while not finished:
+            self.steps += 1
             finished = [output for output in self.engine.step() if output.finished]
         scored = []
         for output in finished:
@@ -176,7 +178,7 @@ def main(argv=None) -> None:
         start = time.perf_counter()
         round_barrier(engine)({i: 4 for i in range(len(prompts))})
         seconds = time.perf_counter() - start
-        return {"seconds": seconds, "samples": 4 * len(prompts), "tokens": engine.tokens, "rounds": 1}
+        return {"seconds": seconds, "samples": 4 * len(prompts), "tokens": engine.tokens, "steps": engine.steps, "rounds": 1}
 
     def adaptive(variant: str, mode: str, seed: int) -> dict:
         engine = rollout(seed)
@@ -188,6 +190,7 @@ def main(argv=None) -> None:
             "seconds": seconds,
             "samples": int(metrics["samples_total"]),
             "tokens": engine.tokens,
+            "steps": engine.steps,
             "rounds": int(metrics["rounds"]),
             "pools": [s.rewards for s in step.samplers],
         }
@@ -219,10 +222,10 @@ def main(argv=None) -> None:
     key = label.split(" ")[0].lower()
     lines = [
         (
-            "| model | method | seconds (mean, min-max) | samples | tokens | rounds | same pools | time / GRPO-n4 "
-            "(per repeat) | async / rounds (per repeat) |"
+            "| model | method | seconds (mean, min-max) | samples | tokens | engine steps | rounds | same pools | "
+            "time / GRPO-n4 (per repeat) | async / rounds (per repeat) |"
         ),
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     summary: dict[str, Any] = {"model": label, "prompts": len(prompts), "max_tokens": args.max_tokens, "runs": runs}
     for name, results in runs.items():
@@ -238,7 +241,7 @@ def main(argv=None) -> None:
         lines.append(
             f"| {label} | {method} | {statistics.mean(secs):.2f} ({min(secs):.2f}-{max(secs):.2f}) | "
             f"{statistics.mean(x['samples'] for x in results):.0f} | {statistics.mean(x['tokens'] for x in results):.0f} | "
-            f"{statistics.mean(x['rounds'] for x in results):.1f} | {same} | {', '.join(f'{q:.2f}' for q in to_grpo)} | "
+            f"{statistics.mean(x['steps'] for x in results):.0f} | {statistics.mean(x['rounds'] for x in results):.1f} | {same} | {', '.join(f'{q:.2f}' for q in to_grpo)} | "
             f"{', '.join(f'{q:.2f}' for q in to_rounds)} |"
         )
     if "balance" in runs:
@@ -258,7 +261,9 @@ def main(argv=None) -> None:
             f"{importlib.metadata.version('vllm')}, one engine for all methods, driven request by request; "
             f"n = 4, M = 8, R = 4; {args.repeats} repeats, each in another order of the methods, the same sample seeds "
             f"for every method within a repeat. rounds: a barrier per round (the reference); async: a prompt's next "
-            f"request is sent as soon as its previous one is scored. rounds: the most requests one prompt made. "
+            f"request is sent as soon as its previous one is scored. rounds: the most requests one prompt made. Engine "
+            f"steps: calls of the engine's step(); async can only save time by running the same tokens in fewer, "
+            f"fuller steps. "
             f"Regenerate with `{command} --write benchmarks/RESULTS.md`.\n\n"
             f"{table}\n"
         )
