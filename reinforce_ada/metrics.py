@@ -41,7 +41,9 @@ def summarize(samplers: Sequence[PromptSampler], groups: Sequence[PromptGroup]) 
         "samples_per_prompt_max": float(max(drawn, default=0)),
         # the mean over prompts of each pool's mean reward: the batch's pass rate, comparable to
         # GRPO's critic/score/mean (the kept groups' mean is pulled towards 0.5 by the balancing)
-        "pass_rate_mean": sum(sum(s.rewards) / s.drawn for s in samplers if s.drawn) / num_prompts if num_prompts else 0.0,
+        "pass_rate_mean": (
+            sum(sum(s.rewards) / s.drawn for s in samplers if s.drawn) / num_prompts if num_prompts else 0.0
+        ),
         # the most requests one prompt made; in rounds mode the last prompt to finish took part
         # in every round, so this is also the step's round count
         "rounds": float(max((s.rounds for s in samplers), default=0)),

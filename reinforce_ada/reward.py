@@ -98,7 +98,9 @@ def judge(response: Any, gold: Any, timeout: float = TIMEOUT_SECONDS) -> str:
         return "timeout"
     except Exception as err:  # a crash inside math-verify or the worker: this sample scores 0, loudly
         _restart_executor()
-        _warn_once(f"reinforce_ada.reward: the answer check failed ({type(err).__name__}: {err}); scored 0 as unparsable")
+        _warn_once(
+            f"reinforce_ada.reward: the answer check failed ({type(err).__name__}: {err}); scored 0 as unparsable"
+        )
         return "unparsable"
 
 
