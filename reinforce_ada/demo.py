@@ -33,8 +33,6 @@ from pathlib import Path
 
 from reinforce_ada import demo_task
 
-EVAL_DATA_SOURCE_PREFIX = demo_task.DATA_SOURCE
-
 
 @dataclass(frozen=True)
 class DemoSize:
@@ -251,7 +249,7 @@ def samples_drawn(values: dict, size: DemoSize) -> float:
 
 def held_out_accuracy(values: dict) -> float | None:
     """verl's validation reward mean@k on the held-out set, if this step evaluated."""
-    keys = [k for k in values if k.startswith(f"val-core/{EVAL_DATA_SOURCE_PREFIX}/reward/mean@")]
+    keys = [k for k in values if k.startswith(f"val-core/{demo_task.DATA_SOURCE}/reward/mean@")]
     return float(values[keys[0]]) if keys else None
 
 
