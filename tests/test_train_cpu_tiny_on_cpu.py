@@ -133,32 +133,11 @@ def test_v1_resumes_from_the_checkpoint(v1_run):
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
-def test_v1_trains_in_async_mode(tmp_path):
-    records, log = run(tmp_path, "async", {"STEPS": "2", "SAVE_FREQ": "-1"}, "reinforce_ada.mode=async")
-    assert [r["step"] for r in records] == [1, 2]
-    for record in records:
-        assert_sane_sampler_metrics(record["data"], "reinforce_ada/", mode="async")
-    assert "[reinforce_ada] step 1 async: 1 requests scored" in log  # progress while sampling
-    assert "requests a prompt" in log and "round 1/4" not in log
-
-
 def test_reference_launch_overrides_run_on_the_legacy_trainer(tmp_path):
     records, log = run(tmp_path, "reference", {"STEPS": "1", "TRAINER": "legacy"}, *REFERENCE_OVERRIDES)
     assert [r["step"] for r in records] == [1]
     # the legacy trainer logs what the rollout reports under timing_s/
     assert_sane_sampler_metrics(records[0]["data"], "timing_s/reinforce_ada/")
-
-
-def test_verls_own_entry_point_runs_the_adaptive_rollout(tmp_path):
-    # Two rounds make unresolved (dropped) prompts likely, so that verl pads the shrunken batch.
-    records, log = run(
-        tmp_path, "verl_entry", {"STEPS": "1", "ENTRY": "verl", "VARIANT": "pos"},
-        "reinforce_ada.unresolved=drop", "reinforce_ada.max_rounds=2",
-    )
-    data = records[0]["data"]
-    assert data["reinforce_ada/prompts"] == 4
-    assert data["reinforce_ada/kept_samples"] == 4 * (4 - data["reinforce_ada/prompts_dropped"])
-    assert data["reinforce_ada/prompts_dropped"] == data["reinforce_ada/prompts_unresolved"]
 
 
 def test_eval_script_scores_the_trained_checkpoint_and_the_base_model(v1_run):

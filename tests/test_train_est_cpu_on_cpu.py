@@ -1,5 +1,6 @@
 """End to end: Reinforce-Ada-Est and warm-started Seq through verl's V1 trainer on a CPU, and a
-kill-and-resume that must allocate exactly as the run it replaces.
+kill-and-resume that must allocate exactly as the run it replaces; the warm start runs through verl's
+own entry point in async mode.
 
 The tiny dataset has 8 training prompts and each step takes 4 (no shuffling), so step 3 asks the
 prompts of step 1 again and the pass-rate tracker decides its allocation. Each run takes one to
@@ -100,17 +101,29 @@ def test_est_trains_and_a_killed_run_resumes_with_identical_allocations(tmp_path
     assert saved["global_step"] == last + 2 and len(saved["tracker"]["prompts"]) == TRAIN_PROMPTS
 
 
-def test_warm_start_sizes_the_first_round_of_prompts_seen_before(tmp_path):
+def test_verls_own_entry_point_runs_async_warm_started_sampling_that_drops_unresolved_prompts(tmp_path):
+    """verl's own ``python -m verl.trainer.main_ppo`` with the V1 options stacked in one run (each run costs
+    minutes): async mode, warm start, ``pos``, and unresolved prompts dropped. Two rounds at most make
+    unresolved prompts likely, so that verl pads the shrunken batch."""
     tiny(tmp_path)
-    records, log = finish(
-        start(tmp_path, "warm", {"STEPS": "3", "SAVE_FREQ": "3", "VARIANT": "balance"}, "reinforce_ada.warm_start=true"),
-        tmp_path, "warm",
-    )
+    env = {"STEPS": "3", "SAVE_FREQ": "3", "VARIANT": "pos", "ENTRY": "verl"}
+    overrides = ["reinforce_ada.mode=async", "reinforce_ada.warm_start=true", "reinforce_ada.unresolved=drop",
+                 "reinforce_ada.max_rounds=2"]
+    records, log = finish(start(tmp_path, "warm", env, *overrides), tmp_path, "warm")
+    assert [r["step"] for r in records] == [1, 2, 3]
+    data = {r["step"]: r["data"] for r in records}
+    for step in data.values():
+        assert step["reinforce_ada/prompts"] == 4
+        assert 4 * 4 <= step["reinforce_ada/samples_total"] <= 4 * 16  # a warm start may ask for n
+        assert step["reinforce_ada/prompts_dropped"] == step["reinforce_ada/prompts_unresolved"]
+        assert step["reinforce_ada/kept_samples"] == 4 * (4 - step["reinforce_ada/prompts_dropped"])
+        assert not any(k.startswith("reinforce_ada/round_") for k in step)  # async: no rounds to time
+    assert re.search(r"\[reinforce_ada\] step 1 async: \d+ requests scored", log)  # progress while sampling
+    assert "requests a prompt" in log and "round 1/2" not in log
+
     first = allocations(log, "first requests")
     assert first[1] == [8] * 4 and first[2] == [8] * 4  # nothing known yet: round_size
-    assert all(4 <= c <= 32 for c in first[3])  # known prompts: K/p_hat in [n, N_max]
-    data = {r["step"]: r["data"] for r in records}
+    assert all(4 <= c <= 16 for c in first[3])  # known prompts: K/p_hat in [n, N_max = M * R]
     assert data[3]["reinforce_ada/tracker/prompts_seen_before"] == 4
     assert data[3]["reinforce_ada/first_request_mean"] == pytest.approx(sum(first[3]) / 4)
-    assert data[3]["reinforce_ada/kept_samples"] == 16  # Seq still keeps n per prompt
     assert (tmp_path / "checkpoints" / "global_step_3" / "reinforce_ada_tracker.json").exists()
