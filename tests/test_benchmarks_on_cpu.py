@@ -154,8 +154,9 @@ def test_rollout_time_rejects_bad_round_settings_naming_the_field():
     ]:
         with pytest.raises(ConfigError, match=f"^{field}:"):
             main(argv)  # before any engine is built
-    with pytest.raises(SystemExit):
-        main(["--round-sizes", "8,x"])
+    for argv in (["--round-sizes", "8,x"], ["--max-num-seqs", "0"]):
+        with pytest.raises(SystemExit):
+            main(argv)  # argparse's error, before any engine is built
 
 
 def test_tracker_table_across_epochs(tmp_path):
