@@ -140,6 +140,33 @@ def test_rollout_time_several_round_sizes_in_one_run():
     assert orders[1] == orders[0][::-1]
 
 
+def test_rollout_time_section_of_a_capped_engine(tmp_path, monkeypatch, capsys):
+    """--max-num-seqs gets its own section and JSON, says the cap, and its command reruns as written."""
+    import re
+    import shlex
+
+    from benchmarks import rollout_time
+
+    monkeypatch.setattr(rollout_time, "RESULTS_DIR", tmp_path / "results")
+    settings = rollout_time.round_settings(["balance"], 8, 4, None)
+    runs = rollout_time.time_methods(
+        FakeEngine(), ["p"] * 4, fake_score, fake_params, ["balance"], settings, 1, log=lambda _: None
+    )
+    results = tmp_path / "RESULTS.md"
+    argv = ["--max-num-seqs", "16", "--label", "tiny model (x)", "--write", str(results)]
+    args = rollout_time.build_parser().parse_args(argv)
+    rollout_time.publish(runs, args, argv, args.label, 4, ["balance"], settings)
+    text = results.read_text()
+    assert "<!-- rollout_time_tiny_seqs16:start -->" in text
+    assert "## Rollout wall time: tiny model (x), engine of 16 sequences" in text
+    assert "(at most 16 sequences at once)" in text and "| tokens / step |" in text
+    command = re.search(r"Regenerate with `(.*) --write benchmarks/RESULTS.md`", text).group(1)
+    assert shlex.split(command)[2:] == ["--max-num-seqs", "16", "--label", "tiny model (x)"]
+    saved = json.loads((tmp_path / "results" / "rollout_time_tiny_seqs16.json").read_text())
+    assert set(saved["runs"]) == {"grpo_n4", "balance", "balance_async"}
+    assert "| tiny model (x) | balance async |" in capsys.readouterr().out  # the table is printed too
+
+
 def test_rollout_time_rejects_bad_round_settings_naming_the_field():
     import pytest
 
