@@ -56,24 +56,33 @@ class PromptGroup:
 
     Attributes:
         kept: Indices into the pool of the samples in the update, ascending; empty if dropped.
-        stats: Statistics of the whole pool (the advantage baseline) and the prompt weight.
-        dropped: True for an unresolved prompt under ``unresolved="drop"``.
+        stats: Statistics of the whole pool (the advantage baseline) and the prompt weight;
+            None only for a pool left empty by failed samples.
+        dropped: True if the prompt is left out of the update: unresolved under
+            ``unresolved="drop"``, or failed with fewer than n samples in its pool.
     """
 
     kept: list[int]
-    stats: PoolStats
+    stats: PoolStats | None
     dropped: bool = False
 
 
 def form_group(sampler: PromptSampler, prompt_key: str = "") -> PromptGroup:
     """Turns a finished prompt's pool into its group (or drops it, per the config); for
-    ``est``, the group is the whole pool."""
+    ``est``, the group is the whole pool.
+
+    A failed prompt (see :mod:`reinforce_ada.sampling`) is treated as unresolved, from the
+    samples it has: with at least n of them it follows ``config.unresolved``, with fewer it
+    is dropped (Est keeps whatever it has).
+    """
     config = sampler.config
     if not sampler.finished:
         raise ValueError("form_group() needs a finished prompt; it still asks for samples")
+    if not sampler.drawn:  # every sample failed
+        return PromptGroup(kept=[], stats=None, dropped=True)
     stats = pool_stats(sampler.rewards, config)
     if config.variant == "est":  # no downsampling: Est trains on every sample drawn
         return PromptGroup(kept=list(range(sampler.drawn)), stats=stats)
-    if not sampler.resolved and config.unresolved == "drop":
+    if sampler.drawn < config.n or (not sampler.resolved and config.unresolved == "drop"):
         return PromptGroup(kept=[], stats=stats, dropped=True)
     return PromptGroup(kept=select_group(sampler.rewards, config, prompt_key), stats=stats)

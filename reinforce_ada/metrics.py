@@ -51,6 +51,10 @@ def summarize(samplers: Sequence[PromptSampler], groups: Sequence[PromptGroup]) 
         "prompts_unresolved": float(sum(not s.resolved for s in samplers)),
         "prompts_dropped": float(sum(g.dropped for g in groups)),
         "prompts_no_positive": float(sum(s.num_pos == 0 for s in samplers)),
+        # a sample whose generation or reward call failed, redraws included; a prompt whose
+        # redraw failed too (it stopped sampling; see reinforce_ada.sampling)
+        "samples_failed": float(sum(s.samples_failed for s in samplers)),
+        "prompts_failed": float(sum(s.failed for s in samplers)),
         "kept_samples": float(kept_total),
         "kept_positives": float(kept_pos),
         "kept_negatives": float(kept_total - kept_pos),

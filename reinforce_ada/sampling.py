@@ -13,6 +13,13 @@ same decisions without the round barrier: a prompt's next request is submitted a
 previous one is scored, while other prompts are still generating. A prompt's requests depend
 only on its own rewards, so with the same rewards per (prompt, pool index) both give the same
 pools; only the time differs.
+
+A sample whose generation or reward call failed comes back as ``None``. It is not part of the
+pool, and the prompt's next request redraws it, once; a prompt one of whose redraws fails again
+is *failed*: it stops sampling and forms its group from what it has (see
+:func:`reinforce_ada.groups.form_group`). A failure is more likely the prompt's own (its gold
+answer breaks the reward function, its text breaks the template) than bad luck, so a second
+try is all it gets.
 """
 
 from __future__ import annotations
@@ -29,15 +36,20 @@ class RewardError(ValueError):
     """A reward handed to the sampler is unusable (not a finite number, wrong count)."""
 
 
+FAILED = None
+"""The reward of a sample whose generation or reward call failed."""
+
+
 @dataclass
 class PromptSampler:
     """Sampling state of one prompt during one step.
 
     Attributes:
         config: The sampler settings.
-        rewards: Every reward drawn so far, in generation order (the pool).
-        rounds: Requests recorded so far (in ``rounds`` mode, the rounds it took part in);
-            at most ``config.max_rounds``.
+        rewards: Every reward drawn so far, in generation order (the pool); failed samples
+            are not in it.
+        rounds: Requests recorded so far, redraws of failed samples not counted (in
+            ``rounds`` mode, the rounds it took part in); at most ``config.max_rounds``.
         num_pos: Rewards strictly above ``config.threshold``.
         num_neg: The other rewards.
         resolved: True once the exit rule held (then no more samples are asked for); for
@@ -45,6 +57,9 @@ class PromptSampler:
         first_request: Size of the first request, if not ``round_size``: Est's allocation
             N_x, or a warm start's estimate (see :func:`reinforce_ada.tracker.plan_first_requests`).
             Still capped by the budget. Est without one asks for n.
+        samples_failed: Samples that came back failed, redraws included.
+        redraw: Failed samples of the last request, to be drawn again by the next one.
+        failed: True once a redraw failed too: the prompt asks for nothing more.
     """
 
     config: SamplerConfig
@@ -54,20 +69,29 @@ class PromptSampler:
     num_pos: int = 0
     num_neg: int = 0
     resolved: bool = False
+    samples_failed: int = 0
+    redraw: int = 0
+    failed: bool = False
 
     @property
     def drawn(self) -> int:
+        """Samples in the pool (failed ones not counted)."""
         return len(self.rewards)
 
     @property
     def finished(self) -> bool:
-        """True once the prompt asks for nothing more: resolved, or out of rounds or budget."""
-        return self.resolved or self.rounds >= self.config.max_rounds or self.drawn >= self.config.budget
+        """True once the prompt asks for nothing more: resolved, failed, or out of rounds or
+        budget with no failed sample left to redraw."""
+        if self.resolved or self.failed:
+            return True
+        return not self.redraw and (self.rounds >= self.config.max_rounds or self.drawn >= self.config.budget)
 
     def next_request(self) -> int:
-        """Samples to draw in this prompt's next round (0 once finished)."""
+        """Samples to draw in this prompt's next request (0 once finished)."""
         if self.finished:
             return 0
+        if self.redraw:
+            return self.redraw
         size = self.config.round_size
         if self.rounds == 0:
             if self.first_request is not None:
@@ -76,37 +100,51 @@ class PromptSampler:
                 size = self.config.n
         return min(size, self.config.budget - self.drawn)
 
-    def record(self, rewards: Sequence[float]) -> None:
-        """Adds one round's rewards, then applies the exit rule.
+    def record(self, rewards: Sequence[float | None]) -> None:
+        """Adds one request's rewards, then applies the exit rule.
 
         Args:
-            rewards: The rewards of exactly ``next_request()`` new samples, in generation order.
+            rewards: The rewards of exactly ``next_request()`` new samples, in generation order;
+                :data:`FAILED` (None) for a sample whose generation or reward call failed.
 
         Raises:
-            RewardError: On a count other than the one requested, or a non-finite reward.
+            RewardError: On a count other than the one requested, or a reward that is neither
+                a finite number nor :data:`FAILED`.
         """
         expected = self.next_request()
         if expected == 0:
             raise RewardError("record() called on a prompt that asked for no samples (it is finished)")
         if len(rewards) != expected:
-            raise RewardError(f"expected {expected} rewards for this round, got {len(rewards)}")
+            raise RewardError(f"expected {expected} rewards for this request, got {len(rewards)}")
         for reward in rewards:
-            if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
-                raise RewardError(f"reward must be a finite number, got {reward!r}")
+            if reward is not FAILED and (
+                isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward)
+            ):
+                raise RewardError(f"reward must be a finite number (or None for a failed sample), got {reward!r}")
+        was_redraw, failed_now = self.redraw > 0, sum(r is FAILED for r in rewards)
+        for reward in rewards:
+            if reward is FAILED:
+                continue
             self.rewards.append(float(reward))
             if reward > self.config.threshold:
                 self.num_pos += 1
             else:
                 self.num_neg += 1
-        self.rounds += 1
+        self.samples_failed += failed_now
+        if was_redraw:
+            self.redraw, self.failed = 0, failed_now > 0
+        else:
+            self.rounds, self.redraw = self.rounds + 1, failed_now
         self.resolved = self.rule_holds()
+        if self.resolved and self.config.variant != "est":  # enough signal already: nothing to redraw
+            self.redraw, self.failed = 0, False
 
     def rule_holds(self) -> bool:
         """The exit rule: enough correct (and, for ``balance``, incorrect) samples, and at
         least n samples drawn so that a full group can be formed."""
         cfg = self.config
-        if cfg.variant == "est":  # no exit rule: the allocation is the whole of its sampling
-            return self.rounds >= 1
+        if cfg.variant == "est":  # no exit rule: the allocation (failed samples redrawn) is all of it
+            return self.rounds >= 1 and not self.redraw
         return (
             self.num_pos >= cfg.positives_needed
             and self.num_neg >= cfg.negatives_needed
