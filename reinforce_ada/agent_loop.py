@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import sys
 from collections import defaultdict
 from typing import Any, Mapping, NamedTuple, Sequence
@@ -49,7 +50,7 @@ from verl.utils import tensordict_utils as tu
 from reinforce_ada.checkpoint import load_tracker, resumed_checkpoint_dir
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.estimator import publish_pools
-from reinforce_ada.sampling import AsyncProgress, RewardError
+from reinforce_ada.sampling import FAILED, AsyncProgress, RewardError
 from reinforce_ada.step import StepResult, run_step
 from reinforce_ada.tracker import PassRateTracker, make_tracker, plan_first_requests, prompt_identity
 from reinforce_ada.verl_config import prepare_config
@@ -119,6 +120,15 @@ def _progress(message: str) -> None:
     print(f"[reinforce_ada] {message}", file=sys.stderr, flush=True)
 
 
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        _progress(message)
+
+
 def _run(
     prompt_count: int, global_step: Any, config: SamplerConfig, rollout, first_requests: Sequence[int] | None = None
 ) -> StepResult:
@@ -169,8 +179,12 @@ def _check_streaming_reward(reward_loop_worker_handles) -> None:
         )
 
 
-def _round_rewards(records: Sequence[SampleRecord], requests: Mapping[int, int], uids, offsets):
-    """Groups the records by prompt, rewards in session order, checking that none is missing.
+def _round_rewards(
+    records: Sequence[SampleRecord], requests: Mapping[int, int], uids, offsets
+) -> dict[int, list[tuple[int, float | None]]]:
+    """Groups the records by prompt: ``(session, reward)`` in session order, the reward
+    :data:`~reinforce_ada.sampling.FAILED` for a session that came back without a record
+    (its generation or reward call raised; verl's worker logs why).
 
     Args:
         records: What the workers reported for the requests' samples.
@@ -178,21 +192,17 @@ def _round_rewards(records: Sequence[SampleRecord], requests: Mapping[int, int],
         uids: Prompt index to its uid.
         offsets: Prompt index to the first session id (pool index) of its request.
     """
-    by_uid: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    by_uid: dict[str, dict[int, float]] = defaultdict(dict)
     for record in records:
-        by_uid[record.uid].append((record.session, record.reward))
+        by_uid[record.uid][record.session] = record.reward
     results = {}
     for prompt, count in requests.items():
-        got = sorted(by_uid.get(uids[prompt], []))
-        expected = list(range(offsets[prompt], offsets[prompt] + count))
-        if [s for s, _ in got] != expected:
-            missing = sorted(set(expected) - {s for s, _ in got})
-            raise RewardError(
-                f"reinforce_ada: prompt uid {uids[prompt]} got {len(got)} of its {count} requested samples "
-                f"(missing sessions {missing[:8]}); a generation or reward call failed, see the agent loop worker "
-                "log above"
-            )
-        results[prompt] = [r for _, r in got]
+        got = by_uid.get(uids[prompt], {})
+        expected = range(offsets[prompt], offsets[prompt] + count)
+        stray = sorted(set(got) - set(expected))
+        if stray:
+            raise RuntimeError(f"reinforce_ada: prompt uid {uids[prompt]} got samples it did not ask for (sessions {stray[:8]})")
+        results[prompt] = [(session, got.get(session, FAILED)) for session in expected]
     return results
 
 
@@ -239,13 +249,13 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
         records = self._records.get(str(kwargs["uid"]))
         if not validate and outputs and records is not None:
             final = outputs[-1]
-            if final.reward_score is None:
-                raise RuntimeError(f"reinforce_ada: no reward was computed for prompt uid {kwargs['uid']}")
+            # a sample without a score is stored already: report it as NaN, so that it counts as failed and is cleared
+            score = math.nan if final.reward_score is None else float(final.reward_score)
             records.append(
                 SampleRecord(
                     uid=kwargs["uid"],
                     session=int(kwargs["session_id"]),
-                    reward=float(final.reward_score),
+                    reward=score,
                     outputs=len(outputs),
                     reward_seconds=float(final.metrics.compute_score or 0.0),
                     reward_extra={
@@ -288,6 +298,7 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         self.agent_loop_workers_class = ray.remote(_AdaptiveAgentLoopWorkerTQ)
         self.sampler_config = sampler_config
         self.tracker: PassRateTracker = make_tracker(sampler_config)
+        self.reward_name = _reward_name(config)
         self._tracker_checked = False  # restored from verl's resumed checkpoint at the first training step
         _check_streaming_reward(self.reward_loop_worker_handles)
 
@@ -360,9 +371,9 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
     def generate_sequences(self, prompts) -> None:
         if tu.get_non_tensor_data(prompts, "validate", False):
             return super().generate_sequences(prompts)
-        book = _RequestBook(prompts)
+        book = _RequestBook(prompts, self.reward_name)
 
-        def generate_round(requests: Mapping[int, int]) -> dict[int, list[float]]:
+        def generate_round(requests: Mapping[int, int]) -> dict[int, list[float | None]]:
             return book.record(self._dispatch_round(book.batch(requests)), requests)
 
         rollout = _WorkerRequests(self, book) if self.sampler_config.mode == "async" else generate_round
@@ -372,8 +383,18 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         result = _run(len(book.uids), step, self.sampler_config, rollout, first_requests)
         if keys is not None:
             self.tracker.update_many((k, s.drawn, s.num_pos) for k, s in zip(keys, result.samplers))
-
-        kept = {(book.uids[p], i) for p, g in enumerate(result.groups) for i in g.kept}
+        if result.empty:
+            _progress(
+                f"step {step}: WARNING: every prompt was dropped (reinforce_ada.unresolved=drop) or failed; this "
+                "step trains on their samples with zero advantage, so the policy gradient is zero "
+                "(reinforce_ada/empty_step=1)"
+            )
+        kept = {(book.uids[p], book.pool_sessions[p][i]) for p, g in enumerate(result.groups) for i in g.kept}
+        if not kept:
+            raise RuntimeError(
+                f"reinforce_ada: step {step}: every sample of every prompt failed (generation or reward call, twice), "
+                f"so there is nothing to train on; see the agent loop worker log for the error ({self.reward_name})"
+            )
         unkept = [
             f"{uid}_{session}_{i}"
             for (uid, session), count in book.outputs_per_sample.items()
@@ -383,6 +404,14 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         if unkept:
             self._clear_samples(unkept)
         _publish(result, book.uids, book.reward_tally, tracker_metrics)
+
+
+def _reward_name(config) -> str:
+    """The custom reward function as the user named it, for warnings."""
+    custom = (config.get("reward") or {}).get("custom_reward_function") or {}
+    if custom.get("path"):
+        return f"the reward function {custom.get('name') or 'compute_score'} of {custom.get('path')}"
+    return "the reward function"
 
 
 def _prompt_keys(prompts) -> list[str] | None:
@@ -395,12 +424,18 @@ def _prompt_keys(prompts) -> list[str] | None:
 
 
 class _RequestBook:
-    """A V1 step's requests: builds their input rows and checks and books what comes back."""
+    """A V1 step's requests: builds their input rows and checks and books what comes back.
 
-    def __init__(self, prompts):
+    Session ids continue across a prompt's requests; a failed sample's session is not in the
+    prompt's pool, so ``pool_sessions`` maps pool index to session.
+    """
+
+    def __init__(self, prompts, reward_name: str = "the reward function"):
         self.prompts = prompts
         self.uids = [str(u) for u in prompts["uid"]]
-        self.offsets = [0] * len(self.uids)  # per prompt: samples drawn = the next session id
+        self.reward_name = reward_name
+        self.offsets = [0] * len(self.uids)  # per prompt: samples asked for = the next session id
+        self.pool_sessions: list[list[int]] = [[] for _ in self.uids]
         self.outputs_per_sample: dict[tuple[str, int], int] = {}
         self.reward_tally = RewardTally()
 
@@ -412,15 +447,31 @@ class _RequestBook:
         tu.assign_non_tensor_stack(batch, SESSION_OFFSET, [self.offsets[i] for i in active])
         return batch
 
-    def record(self, records: Sequence[SampleRecord], requests: Mapping[int, int]) -> dict[int, list[float]]:
-        """The rewards of ``requests`` from their records, in session order; advances the offsets."""
+    def record(self, records: Sequence[SampleRecord], requests: Mapping[int, int]) -> dict[int, list[float | None]]:
+        """The rewards of ``requests`` in session order (None for a failed sample); advances the offsets."""
         results = _round_rewards(records, requests, self.uids, self.offsets)
         self.outputs_per_sample.update({(r.uid, r.session): r.outputs for r in records})
+        rewards: dict[int, list[float | None]] = {}
+        for prompt, sessions in results.items():
+            rewards[prompt] = []
+            for session, reward in sessions:
+                if reward is not FAILED and not math.isfinite(reward):
+                    _warn_once(
+                        f"WARNING: {self.reward_name} returned a non-finite score ({reward}); such a sample is "
+                        "redrawn once, like a failed one, and counted in reinforce_ada/samples_failed"
+                    )
+                    reward = FAILED
+                if reward is not FAILED:
+                    self.pool_sessions[prompt].append(session)
+                rewards[prompt].append(reward)
+            self.offsets[prompt] += requests[prompt]
+        failed = sum(r is FAILED for values in rewards.values() for r in values)
+        if failed:
+            _progress(f"{failed} of {sum(requests.values())} samples failed (generation or reward call); redrawn once")
         for r in records:
-            self.reward_tally.add(1, r.reward_seconds, r.reward_extra)
-        for prompt, count in requests.items():
-            self.offsets[prompt] += count
-        return results
+            if math.isfinite(r.reward):
+                self.reward_tally.add(1, r.reward_seconds, r.reward_extra)
+        return rewards
 
 
 class _WorkerRequests:
@@ -457,6 +508,7 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
     def __init__(self, config, *args, sampler_config: SamplerConfig, **kwargs):
         super().__init__(config, *args, **kwargs)
         self.sampler_config = sampler_config
+        self.reward_name = _reward_name(config)
         _check_streaming_reward(self.reward_loop_worker_handles)
 
     def _generate_round(self, batch: DataProto) -> DataProto:
@@ -500,6 +552,12 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
                 },
             )
             rewards = output.batch["rm_scores"].sum(dim=-1).tolist()
+            if not all(math.isfinite(r) for r in rewards):
+                raise RewardError(
+                    f"reinforce_ada: {self.reward_name} returned a non-finite score; the legacy trainer "
+                    "cannot leave a sample out (verl's legacy trainer also stops at a failed sample): fix the reward "
+                    "function, or use trainer.use_v1=true, where such a sample is redrawn once and counted"
+                )
             results: dict[int, list[float]] = defaultdict(list)
             for row, prompt in enumerate(rows.tolist()):
                 pool_rows[prompt].append((len(rounds), row))

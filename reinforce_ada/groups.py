@@ -8,7 +8,7 @@ advantage baseline is still taken from the whole pool (see :mod:`reinforce_ada.a
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from reinforce_ada.advantage import PoolStats, pool_stats
@@ -86,3 +86,29 @@ def form_group(sampler: PromptSampler, prompt_key: str = "") -> PromptGroup:
     if sampler.drawn < config.n or (not sampler.resolved and config.unresolved == "drop"):
         return PromptGroup(kept=[], stats=stats, dropped=True)
     return PromptGroup(kept=select_group(sampler.rewards, config, prompt_key), stats=stats)
+
+
+def without_signal(
+    samplers: Sequence[PromptSampler], groups: Sequence[PromptGroup], prompt_keys: Sequence[str]
+) -> list[PromptGroup] | None:
+    """Groups for a step in which every prompt was dropped: each prompt's usual group (all of its
+    samples if it has fewer than n) with prompt weight 0, so every advantage is zero.
+
+    The trainer then runs the step as it runs a GRPO step whose groups are all uniform: the
+    policy-gradient loss is zero, and nothing is left for verl to fail on. Dropping is kept in
+    spirit: no unresolved prompt contributes a gradient.
+
+    Returns:
+        None if some prompt kept a group (the step is not empty) or no prompt has a sample left.
+    """
+    if any(not g.dropped for g in groups) or not any(s.drawn for s in samplers):
+        return None
+    zero = []
+    for sampler, group, key in zip(samplers, groups, prompt_keys):
+        if group.stats is None:
+            zero.append(group)
+            continue
+        enough = sampler.drawn >= sampler.config.n
+        kept = select_group(sampler.rewards, sampler.config, key) if enough else list(range(sampler.drawn))
+        zero.append(PromptGroup(kept=kept, stats=replace(group.stats, weight=0.0)))
+    return zero

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from reinforce_ada.config import SamplerConfig
-from reinforce_ada.groups import PromptGroup, form_group
+from reinforce_ada.groups import PromptGroup, form_group, without_signal
 from reinforce_ada.metrics import summarize
 from reinforce_ada.sampling import (
     AsyncProgress,
@@ -39,16 +39,22 @@ class StepResult:
         round_seconds: Wall time of each round, generation and scoring included (``rounds``
             mode; empty in ``async`` mode, which has no rounds).
         rollout_seconds: Wall time of the whole sampling phase.
+        empty: True if every prompt was dropped, so that ``groups`` are the zero-advantage
+            groups of :func:`reinforce_ada.groups.without_signal`.
     """
 
     samplers: list[PromptSampler]
     groups: list[PromptGroup]
     round_seconds: list[float] = field(default_factory=list)
     rollout_seconds: float = 0.0
+    empty: bool = False
 
     def metrics(self) -> dict[str, float]:
         """The summary of :func:`reinforce_ada.metrics.summarize` plus timings."""
         metrics = summarize(self.samplers, self.groups)
+        if self.empty:  # the rule dropped every prompt; the groups are only there to train on nothing
+            metrics["prompts_dropped"] = float(len(self.samplers))
+        metrics["empty_step"] = float(self.empty)
         metrics["rollout_seconds"] = self.rollout_seconds
         for i, seconds in enumerate(self.round_seconds):
             metrics[f"round_{i + 1}_seconds"] = seconds
@@ -113,4 +119,11 @@ def run_step(
     # rounds: the sum of the rounds, so that the round metrics add up to it exactly
     rollout_seconds = clock() - start if config.mode == "async" else sum(round_seconds)
     groups = [form_group(s, key) for s, key in zip(samplers, prompt_keys)]
-    return StepResult(samplers=samplers, groups=groups, round_seconds=round_seconds, rollout_seconds=rollout_seconds)
+    zero_groups = without_signal(samplers, groups, prompt_keys)
+    return StepResult(
+        samplers=samplers,
+        groups=zero_groups or groups,
+        round_seconds=round_seconds,
+        rollout_seconds=rollout_seconds,
+        empty=zero_groups is not None,
+    )

@@ -121,6 +121,14 @@ def _check_compatible(config: DictConfig, sampler: SamplerConfig) -> None:
             f"trainer.v1.trainer_mode: the adaptive rollout samples with the policy frozen for the whole step "
             f"(in either reinforce_ada.mode) and needs 'sync', got {trainer.v1.trainer_mode!r}"
         )
+    if use_v1 and trainer.v1.get("sampler", {}).get("sync_refill_failed_groups", False):
+        raise ConfigError(
+            "trainer.v1.sampler.sync_refill_failed_groups: the adaptive rollout redraws failed samples itself, and a "
+            "step with nothing to keep trains with zero advantage; verl's refill would call the rollout one prompt "
+            "at a time (data.gen_batch_size=1), serialising the rounds; set it to false"
+        )
+    if use_v1:
+        _check_storage_capacity(config, sampler)
     filter_groups = config.algorithm.get("filter_groups") or {}
     if filter_groups.get("enable", False):
         raise ConfigError(
@@ -170,6 +178,25 @@ def _check_compatible(config: DictConfig, sampler: SamplerConfig) -> None:
                 "algorithm.norm_adv_by_std_in_grpo: Est's advantage (r - mean) / sqrt(mean) has no std division; "
                 "set it to false"
             )
+
+
+def _check_storage_capacity(config: DictConfig, sampler: SamplerConfig) -> None:
+    """A V1 step keeps every sample drawn in TransferQueue until its groups are formed: up to
+    train_batch_size * N_max of them. verl's SimpleStorage refuses a put beyond its size, which
+    fails those samples; better to say so before Ray starts."""
+    backend = (config.get("transfer_queue") or {}).get("backend") or {}
+    if backend.get("storage_backend", "SimpleStorage") != "SimpleStorage":
+        return
+    capacity = (backend.get("SimpleStorage") or {}).get("total_storage_size")
+    peak = config.data.train_batch_size * sampler.budget
+    if capacity is not None and peak > capacity:
+        raise ConfigError(
+            f"transfer_queue.backend.SimpleStorage.total_storage_size: a step may hold up to data.train_batch_size "
+            f"({config.data.train_batch_size}) x the samples a prompt may draw ({sampler.budget}, reinforce_ada."
+            f"round_size x max_rounds or max_samples_per_prompt) = {peak} samples, more than the {capacity} it "
+            f"holds; raise it to at least {peak} (or null for no limit), or lower data.train_batch_size or "
+            "reinforce_ada.max_samples_per_prompt"
+        )
 
 
 def _install_hooks(config: DictConfig, sampler: SamplerConfig) -> None:

@@ -35,11 +35,14 @@ def published():
     agent_loop.pop_step_metrics()
 
 
-def v1_manager(config, drop_session=None):
+def v1_manager(config, drop_session=None, rewards=None):
+    """The V1 manager on fake workers; ``drop_session`` (uid, session) or a set of them come back without a record."""
     from reinforce_ada.agent_loop import SESSION_OFFSET, SampleRecord, _AdaptiveManagerV1
 
+    rewards = rewards or REWARDS
+    dropped = drop_session if isinstance(drop_session, set) else {drop_session}
     manager = object.__new__(_AdaptiveManagerV1)
-    manager.sampler_config = config
+    manager.sampler_config, manager.reward_name = config, "the test reward"
     manager.tracker, manager._tracker_checked = make_tracker(config), True  # a fresh run, nothing to restore
     manager.requests, manager.cleared = [], []
 
@@ -48,10 +51,10 @@ def v1_manager(config, drop_session=None):
         counts, offsets = list(batch["__rollout_n__"]), list(batch[SESSION_OFFSET])
         manager.requests.append({u: (c, o) for u, c, o in zip(uids, counts, offsets)})
         return [
-            SampleRecord(u, s, float(REWARDS[u][s]), 1, 0.001, {"no_answer": 1.0 - REWARDS[u][s]})
+            SampleRecord(u, s, float(rewards[u][s]), 1, 0.001, {"no_answer": 1.0 - rewards[u][s]})
             for u, c, o in zip(uids, counts, offsets)
             for s in range(o, o + c)
-            if (u, s) != drop_session
+            if (u, s) not in dropped
         ]
 
     manager._dispatch_round = dispatch
@@ -96,9 +99,61 @@ def test_v1_drop_policy_clears_every_sample_of_unresolved_prompts(published):
     assert "never" not in published and "late" in published
 
 
-def test_v1_failed_sample_is_reported_not_dropped(published):
+def test_v1_failed_sample_is_redrawn_by_the_next_request_and_counted(published, capsys):
+    from reinforce_ada.agent_loop import pop_step_metrics
+
     manager = v1_manager(SamplerConfig(), drop_session=("late", 10))
-    with pytest.raises(RewardError, match=r"late got 7 of its 8 requested samples \(missing sessions \[10\]\)"):
+    manager.generate_sequences(v1_prompts())
+    late = [r["late"] for r in manager.requests if "late" in r]
+    assert late == [(8, 0), (8, 8), (1, 16), (8, 17)]  # the redraw is session 16, then the rounds go on
+    metrics = pop_step_metrics()
+    assert metrics["reinforce_ada/samples_failed"] == 1 and metrics["reinforce_ada/prompts_failed"] == 0
+    assert metrics["reinforce_ada/empty_step"] == 0
+    # session 10 failed: no pool index points at it, and the pool of late is sessions 0-9 and 11-24
+    assert published["late"].count == 24
+    assert "1 of 16 samples failed" in capsys.readouterr().err
+
+
+def test_v1_non_finite_score_counts_as_failed_and_its_sample_is_cleared(published, capsys):
+    from reinforce_ada.agent_loop import pop_step_metrics
+
+    rewards = {**REWARDS, "easy": [1, float("nan")] + REWARDS["easy"][2:]}
+    manager = v1_manager(SamplerConfig(), rewards=rewards)
+    manager.generate_sequences(v1_prompts())
+    assert "easy_1_0" in manager.cleared  # the stored sample with the NaN score never reaches the update
+    assert pop_step_metrics()["reinforce_ada/samples_failed"] == 1
+    assert "the test reward returned a non-finite score" in capsys.readouterr().err
+
+
+def test_v1_prompt_whose_redraw_fails_keeps_what_it_has(published):
+    from reinforce_ada.agent_loop import pop_step_metrics
+
+    manager = v1_manager(SamplerConfig(), drop_session={("late", 3), ("late", 8)})
+    manager.generate_sequences(v1_prompts())
+    assert [r["late"] for r in manager.requests if "late" in r] == [(8, 0), (1, 8)]
+    metrics = pop_step_metrics()
+    assert metrics["reinforce_ada/prompts_failed"] == 1 and metrics["reinforce_ada/samples_failed"] == 2
+    assert published["late"].count == 7  # kept as unresolved (n of its 7 samples), baseline from the 7
+    assert metrics["reinforce_ada/kept_samples"] == 12
+
+
+def test_v1_step_where_every_prompt_is_dropped_trains_with_zero_advantage(published, capsys):
+    from reinforce_ada.agent_loop import pop_step_metrics
+
+    manager = v1_manager(SamplerConfig(unresolved="drop", threshold=1.0))  # nothing is ever correct
+    manager.generate_sequences(v1_prompts())
+    metrics = pop_step_metrics()
+    assert metrics["reinforce_ada/empty_step"] == 1 and metrics["reinforce_ada/prompts_dropped"] == 3
+    assert metrics["reinforce_ada/kept_samples"] == 12 and metrics["reinforce_ada/kept_groups_with_signal_frac"] == 0
+    assert set(published) == set(UIDS) and all(p.weight == 0.0 for p in published.values())
+    assert len(manager.cleared) == 3 * 32 - 12
+    assert "every prompt was dropped" in capsys.readouterr().err
+
+
+def test_v1_step_where_every_sample_fails_is_a_clear_error(published):
+    everything = {(u, s) for u in UIDS for s in range(40)}
+    manager = v1_manager(SamplerConfig(), drop_session=everything)
+    with pytest.raises(RuntimeError, match="every sample of every prompt failed.*the test reward"):
         manager.generate_sequences(v1_prompts())
 
 
@@ -132,7 +187,7 @@ def v1_async_manager(config, order_seed, drop_session=None, workers=2):
     from reinforce_ada.agent_loop import SESSION_OFFSET, _AdaptiveManagerV1
 
     manager = object.__new__(_AdaptiveManagerV1)
-    manager.sampler_config = config
+    manager.sampler_config, manager.reward_name = config, "the test reward"
     manager.tracker, manager._tracker_checked = make_tracker(config), True
     manager.agent_loop_workers = [object()] * workers
     manager.requests, manager.cleared, manager.workers_used = [], [], []
@@ -184,10 +239,13 @@ def test_v1_async_requests_each_prompt_as_the_rounds_do_and_keeps_the_same_sampl
     assert "[reinforce_ada] step 7 async: " in err and "at most 4 requests a prompt" in err
 
 
-def test_v1_async_failed_sample_is_reported(published):
+def test_v1_async_failed_sample_is_redrawn_as_in_the_rounds(published):
+    from reinforce_ada.agent_loop import pop_step_metrics
+
     manager = v1_async_manager(SamplerConfig(mode="async"), 0, drop_session=("late", 10))
-    with pytest.raises(RewardError, match=r"late got 7 of its 8 requested samples \(missing sessions \[10\]\)"):
-        manager.generate_sequences(v1_prompts())
+    manager.generate_sequences(v1_prompts())
+    assert [(c, o) for u, c, o in manager.requests if u == "late"] == [(8, 0), (8, 8), (1, 16), (8, 17)]
+    assert pop_step_metrics()["reinforce_ada/samples_failed"] == 1
 
 
 def test_worker_keeps_concurrent_requests_apart(monkeypatch):
@@ -253,7 +311,7 @@ def legacy_manager(config):
     from reinforce_ada.agent_loop import _AdaptiveManagerLegacy
 
     manager = object.__new__(_AdaptiveManagerLegacy)
-    manager.sampler_config = config
+    manager.sampler_config, manager.reward_name = config, "the test reward"
     manager.requests = []
     drawn = {u: 0 for u in UIDS}
 
@@ -313,3 +371,10 @@ def test_legacy_rejects_input_that_is_not_n_copies_per_prompt(published):
     )
     with pytest.raises(ValueError, match="not n copies"):
         manager.generate_sequences(shuffled)
+
+
+def test_legacy_non_finite_score_is_an_error_naming_the_reward_and_the_way_out(published, monkeypatch):
+    monkeypatch.setitem(REWARDS, "easy", [1, float("nan")] + REWARDS["easy"][2:])
+    manager = legacy_manager(SamplerConfig())
+    with pytest.raises(RewardError, match="the test reward returned a non-finite score.*trainer.use_v1=true"):
+        manager.generate_sequences(legacy_prompts())

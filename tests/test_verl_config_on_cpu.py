@@ -64,6 +64,10 @@ def test_disabled_section_gives_plain_verl():
         (["trainer.use_v1=false", "reinforce_ada.mode=async"], "reinforce_ada.mode:"),
         (["reinforce_ada.mode=barrier"], "reinforce_ada.mode:"),
         (["+reinforce_ada.rounds=3"], "reinforce_ada.rounds:"),
+        (["trainer.v1.sampler.sync_refill_failed_groups=true"], "trainer.v1.sampler.sync_refill_failed_groups:"),
+        (["data.train_batch_size=4096"], "transfer_queue.backend.SimpleStorage.total_storage_size:"),  # 4096 x 32
+        (["transfer_queue.backend.SimpleStorage.total_storage_size=1000", "data.train_batch_size=32",
+          "reinforce_ada.max_rounds=8"], "transfer_queue.backend.SimpleStorage.total_storage_size:"),
         (["actor_rollout_ref.rollout.agent.agent_loop_manager_class=my.Manager"],
          "actor_rollout_ref.rollout.agent.agent_loop_manager_class:"),
     ],
@@ -189,3 +193,13 @@ from reinforce_ada.checkpoint import TrackerCheckpointCallback  # noqa: E402
 
 class MyCallback(TrackerCheckpointCallback):
     pass
+
+
+def test_storage_capacity_check_counts_the_cap_and_can_be_lifted():
+    cfg = load("actor_rollout_ref.rollout.n=4", "data.train_batch_size=4096", "reinforce_ada.max_samples_per_prompt=16")
+    prepare_config(cfg)  # 4096 x 16 = 65536 fits in 100000
+    cfg = load("actor_rollout_ref.rollout.n=4", "data.train_batch_size=4096",
+               "transfer_queue.backend.SimpleStorage.total_storage_size=null")
+    prepare_config(cfg)
+    with pytest.raises(ConfigError, match=r"= 131072 samples, more than the 100000 it holds; raise it to at least 131072"):
+        prepare_config(load("actor_rollout_ref.rollout.n=4", "data.train_batch_size=4096"))
