@@ -50,6 +50,7 @@ from verl.utils import tensordict_utils as tu
 from reinforce_ada.checkpoint import load_tracker, resumed_checkpoint_dir
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.estimator import publish_pools
+from reinforce_ada.groups import candidates
 from reinforce_ada.sampling import FAILED, AsyncProgress, RewardError
 from reinforce_ada.step import StepResult, run_step
 from reinforce_ada.tracker import PassRateTracker, make_tracker, plan_first_requests, prompt_identity
@@ -527,12 +528,17 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
         base = prompts.select_idxs(np.arange(0, len(prompts), n))
         if any(len(set(uids[i : i + n])) != 1 for i in range(0, len(prompts), n)):
             raise ValueError("reinforce_ada: the legacy trainer's rollout input is not n copies of each prompt in a row")
-        rounds: list[DataProto] = []
-        pool_rows: list[list[tuple[int, int]]] = [[] for _ in range(len(base))]  # (round, row) per pool index
+        # Only the samples that may still enter a group are held between rounds (at most 2n per
+        # prompt with the `first` selection), not every round's whole batch.
+        held: DataProto | None = None
+        held_rows: dict[tuple[int, int], int] = {}  # (prompt, pool index) -> row of `held`
+        pools: list[list[float]] = [[] for _ in range(len(base))]
         timing: dict[str, float] = {}
+        reward_extra_keys: list[str] = []
         reward_tally = RewardTally()
 
         def generate(requests: Mapping[int, int]) -> Mapping[int, list[float]]:
+            nonlocal held, held_rows, reward_extra_keys
             rows = np.repeat(np.array(list(requests)), [requests[p] for p in requests])
             batch = base.select_idxs(rows)
             batch.meta_info = dict(prompts.meta_info)
@@ -541,6 +547,7 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
                 raise RuntimeError("reinforce_ada: the rollout returned no rm_scores (streaming reward is off)")
             round_timing = output.meta_info.get("timing", {})
             timing.update(round_timing)
+            reward_extra_keys = reward_extra_keys or output.meta_info.get("reward_extra_keys", [])
             extra = output.non_tensor_batch
             reward_tally.add(
                 len(output),
@@ -559,22 +566,30 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
                     "function, or use trainer.use_v1=true, where such a sample is redrawn once and counted"
                 )
             results: dict[int, list[float]] = defaultdict(list)
+            offset = len(held) if held is not None else 0
+            rows_by_sample = dict(held_rows)
             for row, prompt in enumerate(rows.tolist()):
-                pool_rows[prompt].append((len(rounds), row))
+                rows_by_sample[(prompt, len(pools[prompt]))] = offset + row
+                pools[prompt].append(rewards[row])
                 results[prompt].append(rewards[row])
-            rounds.append(output)
+            output.meta_info = {}  # DataProto.concat insists on equal meta_info
+            keep = [(p, i) for p in range(len(pools)) for i in candidates(pools[p], self.sampler_config)]
+            keep.sort(key=rows_by_sample.__getitem__)  # the earlier rounds' rows first, then this round's
+            rows = [rows_by_sample[k] for k in keep]
+            old_rows, new_rows = [r for r in rows if r < offset], [r - offset for r in rows if r >= offset]
+            parts = []  # a part kept whole is not copied
+            if old_rows:
+                parts.append(held if len(old_rows) == offset else held.select_idxs(np.array(old_rows, dtype=np.int64)))
+            if new_rows:
+                whole = len(new_rows) == len(output)
+                parts.append(output if whole else output.select_idxs(np.array(new_rows, dtype=np.int64)))
+            held = parts[0] if len(parts) == 1 else DataProto.concat(parts)
+            held_rows = {k: row for row, k in enumerate(keep)}
             return results
 
         result = _run(len(base), prompts.meta_info.get("global_steps", 0), self.sampler_config, generate)
-
-        reward_extra_keys = rounds[0].meta_info.get("reward_extra_keys", [])
-        for output in rounds:
-            output.meta_info = {}  # DataProto.concat insists on equal meta_info
-        round_start = np.cumsum([0] + [len(r) for r in rounds])
-        kept_rows = [
-            round_start[r] + row for p, group in enumerate(result.groups) for r, row in (pool_rows[p][i] for i in group.kept)
-        ]
-        output = DataProto.concat(rounds).select_idxs(np.array(kept_rows, dtype=np.int64))
+        kept_rows = [held_rows[(p, i)] for p, group in enumerate(result.groups) for i in group.kept]
+        output = held.select_idxs(np.array(kept_rows, dtype=np.int64))
         _publish(result, [str(u) for u in base.non_tensor_batch["uid"]], reward_tally)
         # The legacy trainer logs the rollout's `timing` dict (as timing_s/...); our metrics ride along.
         timing.update(pop_step_metrics())

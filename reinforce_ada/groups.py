@@ -50,6 +50,20 @@ def select_group(rewards: Sequence[float], config: SamplerConfig, prompt_key: st
     return sorted(kept)
 
 
+def candidates(rewards: Sequence[float], config: SamplerConfig) -> list[int]:
+    """The samples of a pool so far that may still end up in its group, ascending.
+
+    With the ``first`` selection a group takes at most n samples of each side, the earliest
+    ones, so any later sample on a side that already has n can be let go, whatever comes next.
+    The ``random`` selection may pick any of them.
+    """
+    if config.selection != "first":
+        return list(range(len(rewards)))
+    positives = [i for i, r in enumerate(rewards) if r > config.threshold][: config.n]
+    negatives = [i for i, r in enumerate(rewards) if not r > config.threshold][: config.n]
+    return sorted(positives + negatives)
+
+
 @dataclass(frozen=True)
 class PromptGroup:
     """The outcome of one prompt's sampling: its group and its pool statistics.

@@ -175,3 +175,20 @@ def test_pass_rate_mean_weighs_every_prompt_once_however_many_samples_it_drew():
         hard.record(rewards)
     metrics = summarize([easy, hard], [form_group(easy), form_group(hard)])
     assert metrics["pass_rate_mean"] == pytest.approx((0.5 + 1 / 8) / 2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(configs(), reward_streams, st.integers(0, 80))
+def test_candidates_hold_every_sample_the_group_can_still_take(config, stream, cut):
+    """What the legacy rollout lets go after a round is never in the group formed at the end."""
+    from reinforce_ada.groups import candidates
+
+    n = config.n
+    if len(stream) < n:
+        return
+    prefix = stream[:cut]
+    held = set(candidates(prefix, config))
+    final_group = select_group(stream, config, "k")
+    assert {i for i in final_group if i < cut} <= held
+    if config.selection == "first":
+        assert len(held) <= 2 * n
