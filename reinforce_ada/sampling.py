@@ -48,8 +48,10 @@ class PromptSampler:
         config: The sampler settings.
         rewards: Every reward drawn so far, in generation order (the pool); failed samples
             are not in it.
-        rounds: Requests recorded so far, redraws of failed samples not counted (in
-            ``rounds`` mode, the rounds it took part in); at most ``config.max_rounds``.
+        rounds: Requests recorded so far, redraws of failed samples not counted; at most
+            ``config.max_rounds``.
+        requests: Requests recorded so far, redraws included (in ``rounds`` mode, the rounds
+            it took part in: an unfinished prompt has a request in every round).
         num_pos: Rewards strictly above ``config.threshold``.
         num_neg: The other rewards.
         resolved: True once the exit rule held (then no more samples are asked for); for
@@ -66,6 +68,7 @@ class PromptSampler:
     first_request: int | None = None
     rewards: list[float] = field(default_factory=list)
     rounds: int = 0
+    requests: int = 0
     num_pos: int = 0
     num_neg: int = 0
     resolved: bool = False
@@ -131,6 +134,7 @@ class PromptSampler:
             else:
                 self.num_neg += 1
         self.samples_failed += failed_now
+        self.requests += 1
         if was_redraw:
             self.redraw, self.failed = 0, failed_now > 0
         else:

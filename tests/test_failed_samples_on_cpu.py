@@ -169,3 +169,18 @@ def test_run_rounds_redraws_in_the_next_round():
 
     assert run_rounds(samplers, generate) == 2
     assert log == [{0: 2, 1: 2}, {0: 1}] and samplers[0].rewards == [1, 0]
+
+
+def test_the_rounds_metric_counts_redraw_rounds_and_matches_the_round_timings():
+    streams = {0: [[1, 0, X, 1], [0]], 1: [[0, 0, 0, 0]] * 2}
+    calls = defaultdict(int)
+
+    def generate(requests):
+        out = {p: streams[p][calls[p]][:c] for p, c in requests.items()}
+        for p in requests:
+            calls[p] += 1
+        return out
+
+    result = run_step(["a", "b"], SamplerConfig(n=4, round_size=4, max_rounds=2), generate)
+    assert result.metrics()["rounds"] == len(result.round_seconds) == 2
+    assert [s.requests for s in result.samplers] == [2, 2] and result.samplers[0].rounds == 1
