@@ -10,25 +10,23 @@ response, no ``\\boxed{}``, an answer math-verify cannot parse, a check that exc
 limit, or a non-string input all score 0.0, and the returned dict says which (verl keeps the
 extra keys as ``reward_extra_info``, one value per sample, so they can be counted).
 
-The time limit is enforced in a separate worker process, because math-verify's own limit uses
-``signal.alarm``, which only works in a process's main thread (verl's reward workers call from
-other threads), and a runaway sympy computation cannot be interrupted inside a thread.
+Each check runs in a checker process (:mod:`reinforce_ada.checkers`) with a time limit that
+counts only its own running time, so that outcomes are the same under any number of verl's
+reward threads as when answers are checked one by one, and an answer whose check cannot finish
+costs only itself ("timeout").
 """
 
 from __future__ import annotations
 
-import atexit
-import concurrent.futures
-import multiprocessing
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
-TIMEOUT_SECONDS = float(os.environ.get("REINFORCE_ADA_VERIFY_TIMEOUT", "5"))
-STARTUP_SECONDS = 300.0
-OUTCOMES = ("correct", "wrong", "no_answer", "unparsable", "timeout", "bad_input")
+from reinforce_ada import checkers
 
-_pool: concurrent.futures.ProcessPoolExecutor | None = None
+TIMEOUT_SECONDS = float(os.environ.get("REINFORCE_ADA_VERIFY_TIMEOUT", "5"))
+OUTCOMES = ("correct", "wrong", "no_answer", "unparsable", "timeout", "bad_input")
 
 
 def last_boxed(text: str) -> str | None:
@@ -46,8 +44,43 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
+def judge(response: Any, gold: Any, timeout: float = TIMEOUT_SECONDS) -> str:
+    """Classifies one response against the gold answer. Safe to call from many threads at once.
+
+    Args:
+        response: The model's response; its last ``\\boxed{}`` is the answer.
+        gold: The gold answer, a string or a number.
+        timeout: Seconds the check may run, counted from when a checker process starts on it
+            (time spent waiting for a free checker does not count).
+
+    Returns:
+        One of :data:`OUTCOMES`; the same under any concurrency as when checked alone. Never raises.
+    """
+    try:
+        if not isinstance(response, str) or not isinstance(gold, (str, int, float)) or str(gold).strip() == "":
+            return "bad_input"
+        answer = last_boxed(response)
+        if not answer:
+            return "no_answer"
+        return _run_check(_verify, (str(gold), answer), timeout)
+    except Exception as err:  # a bug here must not take verl's reward worker down: this sample scores 0, loudly
+        _warn_once(f"reinforce_ada.reward: judging failed ({type(err).__name__}: {err}); scored 0 as unparsable")
+        return "unparsable"
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict[str, float]:
+    """verl custom reward: ``{"score": 1.0 or 0.0, "<outcome>": 1.0 for the outcome that applied, ...}``."""
+    outcome = judge(solution_str, ground_truth)
+    return {"score": 1.0 if outcome == "correct" else 0.0, **{name: float(name == outcome) for name in OUTCOMES}}
+
+
+def timeouts() -> int:
+    """How many checks in this process ran past their time limit (each scored "timeout")."""
+    return checkers.timeouts()
+
+
 def _verify(gold: str, answer: str) -> str:
-    """Runs in the worker process. Returns an outcome name."""
+    """Runs in a checker process. Returns an outcome name."""
     from math_verify import parse, verify
 
     gold_parsed = parse(f"\\boxed{{{gold}}}", parsing_timeout=None)
@@ -57,51 +90,13 @@ def _verify(gold: str, answer: str) -> str:
     return "correct" if verify(gold_parsed, answer_parsed, timeout_seconds=None) else "wrong"
 
 
-def _executor() -> concurrent.futures.ProcessPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        # Starting the process and importing math-verify takes seconds on a busy machine: keep
-        # that out of the first answer's time limit.
-        _pool.submit(_import_checker).result(timeout=STARTUP_SECONDS)
-    return _pool
-
-
-def _import_checker() -> None:
-    import math_verify  # noqa: F401
-
-
-def _restart_executor() -> None:
-    global _pool
-    if _pool is not None:
-        for process in list(getattr(_pool, "_processes", {}).values()):
-            process.kill()  # a runaway check would otherwise keep the worker busy
-        _pool.shutdown(wait=False, cancel_futures=True)
-    _pool = None
-
-
-atexit.register(_restart_executor)
-
-
-def judge(response: Any, gold: Any, timeout: float = TIMEOUT_SECONDS) -> str:
-    """Classifies one response against the gold answer; one of :data:`OUTCOMES`."""
-    if not isinstance(response, str) or not isinstance(gold, (str, int, float)) or str(gold).strip() == "":
-        return "bad_input"
-    answer = last_boxed(response)
-    if not answer:
-        return "no_answer"
-    future = _executor().submit(_verify, str(gold), answer)
-    try:
-        return future.result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
-        _restart_executor()
-        return "timeout"
-    except Exception as err:  # a crash inside math-verify or the worker: this sample scores 0, loudly
-        _restart_executor()
-        _warn_once(
-            f"reinforce_ada.reward: the answer check failed ({type(err).__name__}: {err}); scored 0 as unparsable"
-        )
+def _run_check(fn: Callable[..., str], args: tuple, timeout: float) -> str:
+    """Runs ``fn(*args)`` (picklable, returning an outcome) in this process's checker pool."""
+    outcome = checkers.run(fn, args, timeout)
+    if outcome not in OUTCOMES:
+        _warn_once(f"reinforce_ada.reward: the answer check returned {outcome!r}; scored 0 as unparsable")
         return "unparsable"
+    return outcome
 
 
 _warned: set[str] = set()
@@ -113,13 +108,7 @@ def _warn_once(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict[str, float]:
-    """verl custom reward: ``{"score": 1.0 or 0.0, "<outcome>": 1.0 for the outcome that applied, ...}``."""
-    outcome = judge(solution_str, ground_truth)
-    return {"score": 1.0 if outcome == "correct" else 0.0, **{name: float(name == outcome) for name in OUTCOMES}}
-
-
 if __name__ != "reinforce_ada.reward":
     # verl loads a custom reward function from its file under a made-up module name; the checker
     # process cannot unpickle functions of such a module, so this copy hands over to the installed one.
-    from reinforce_ada.reward import compute_score, judge  # noqa: F401,F811
+    from reinforce_ada.reward import compute_score, judge, timeouts  # noqa: F401,F811

@@ -201,3 +201,31 @@ def test_tracker_table_across_epochs(tmp_path):
     assert rows[("| Reinforce-Ada-balance", "1")] == rows[("| Reinforce-Ada-balance + warm start", "1")]
     assert rows[("| Reinforce-Ada-Est (tracker)", "2-2")][0] == "4.00"  # Est spends GRPO-4's budget
     assert float(rows[("| Reinforce-Ada-balance + warm start", "2-2")][4]) > 8  # first requests sized from p_hat
+
+
+def test_reward_throughput_table(tmp_path):
+    from benchmarks.reward_throughput import main
+
+    results = tmp_path / "RESULTS.md"
+    main(["--threads", "1,4", "--answers", "8", "--repeats", "1", "--runaways", "1", "--write", str(results)])
+    text = results.read_text()
+    assert text.count("<!-- reward_throughput:start -->") == 1
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith(("| 1 |", "| 4 |"))]
+    assert len(rows) == 2 and all(row[-1] == "- / 0 |" for row in rows)  # no outcome differs from one by one
+    (runaway_row,) = [line for line in text.splitlines() if line.startswith("| after | 9 |")]
+    assert runaway_row.endswith("| 0 | 0 |")  # 8 answers + 1 runaway: none misclassified, nothing raised
+
+
+def test_legacy_memory_measures_one_step_and_writes_its_section(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from benchmarks import legacy_memory
+
+    results = tmp_path / "RESULTS.md"
+    monkeypatch.setattr(sys, "argv", ["legacy_memory.py", "--prompts", "8", "--write", str(results)])
+    legacy_memory.main()
+    text = results.read_text()
+    assert text.count("<!-- legacy_memory:start -->") == 1 and "| now | " in text
+    row = next(line for line in text.splitlines() if line.startswith("| now | "))
+    drawn, returned = (int(x) for x in row.split("|")[2:4])
+    assert returned == 8 * 4 and 8 * 8 <= drawn <= 8 * 32  # n per prompt back, M to M * R drawn
