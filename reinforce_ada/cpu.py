@@ -15,7 +15,8 @@ What it takes, in the order verl meets it:
 2. Ray resources: verl places every worker on Ray's "GPU" resource and counts only GPU/NPU
    (``ResourcePoolManager._check_resource_available``; ``create_resource_pool`` hard-codes
    ``use_gpu=True``), and vLLM's replica launch reads ``get_accelerator_ids()["GPU"]``. So the
-   platform names its Ray resource "GPU" and :func:`prepare_config` declares logical GPUs to Ray.
+   platform names its Ray resource "GPU" and :func:`prepare_config` declares logical GPUs to Ray
+   (a Ray cluster started beforehand declares its own: ``ray start --num-gpus 1 --num-cpus 8``).
 3. The FSDP engines are registered for ``cuda`` and ``npu`` only; ``VERL_ENGINE_DEVICE=cuda``
    (verl's own override) selects the same device-agnostic FSDP classes.
 4. Patch: ``verl.utils.distributed.initialize_global_process_group_ray`` builds the backend
@@ -82,10 +83,13 @@ def prepare_config(config: DictConfig) -> list[str]:
     require("actor_rollout_ref.ref.strategy", "fsdp2")
     require("critic.strategy", "fsdp2")
     require("actor_rollout_ref.rollout.enable_sleep_mode", False)
-    gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
-    require("ray_kwargs.ray_init.num_gpus", gpus)
-    if (config.ray_kwargs.ray_init.get("num_cpus") or 0) < 16:
-        require("ray_kwargs.ray_init.num_cpus", 16)
+    from reinforce_ada.loopback import starts_local_ray
+
+    if starts_local_ray(config):  # a running cluster brings its own resources (`ray start --num-gpus`)
+        gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
+        require("ray_kwargs.ray_init.num_gpus", gpus)
+        if (config.ray_kwargs.ray_init.get("num_cpus") or 0) < 16:
+            require("ray_kwargs.ray_init.num_cpus", 16)
     if config.actor_rollout_ref.rollout.name != "vllm":
         from reinforce_ada.config import ConfigError
 

@@ -9,7 +9,9 @@ Ray start-up, workers, logging, checkpoints). What this adds, before Ray starts:
 * the ``reinforce_ada`` section and the reference implementation's ``algorithm.*`` keys are
   checked, and errors name the key (exit status 2);
 * with ``trainer.device=cpu`` the CPU platform is switched on in every process (see
-  :mod:`reinforce_ada.cpu`) and its required settings are checked.
+  :mod:`reinforce_ada.cpu`) and its required settings are checked;
+* a run that starts its own Ray on this machine listens on 127.0.0.1 only (see
+  :mod:`reinforce_ada.loopback`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ def prepare(config: DictConfig) -> None:
         from reinforce_ada import cpu
 
         cpu.prepare_config(config)
+    from reinforce_ada import loopback
+
+    loopback.bind_to_loopback(config)
 
 
 @hydra.main(config_path="pkg://reinforce_ada.configs", config_name="reinforce_ada", version_base=None)

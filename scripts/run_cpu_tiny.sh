@@ -30,13 +30,16 @@ mkdir -p "$(dirname "$VERL_FILE_LOGGER_PATH")"
 case "${ENTRY:-ours}" in
   ours) entry=(-m reinforce_ada.main_ppo) ;;
   # verl's entry point does not run our pre-Ray checks, so the CPU settings that
-  # reinforce_ada.main_ppo derives from trainer.device=cpu are given here.
-  verl) export VERL_PLATFORM=cpu
+  # reinforce_ada.main_ppo derives from trainer.device=cpu, and its loopback-only settings for a
+  # single-machine run (reinforce_ada/loopback.py), are given here.
+  verl) export VERL_PLATFORM=cpu REINFORCE_ADA_LOOPBACK=1 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
+        export GLOO_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME=lo VLLM_HOST_IP=127.0.0.1
         entry=(-m verl.trainer.main_ppo --config-path=pkg://reinforce_ada.configs --config-name=reinforce_ada
                +actor_rollout_ref.model.override_config.attn_implementation=sdpa
                actor_rollout_ref.actor.strategy=fsdp2 actor_rollout_ref.ref.strategy=fsdp2 critic.strategy=fsdp2
                +actor_rollout_ref.rollout.enable_sleep_mode=false
-               +ray_kwargs.ray_init.num_gpus=1 ray_kwargs.ray_init.num_cpus=16) ;;
+               +ray_kwargs.ray_init.num_gpus=1 ray_kwargs.ray_init.num_cpus=16
+               +ray_kwargs.ray_init._node_ip_address=127.0.0.1) ;;
   *) echo "ENTRY must be ours or verl" >&2; exit 2 ;;
 esac
 
