@@ -134,10 +134,8 @@ def _run(
     prompt_count: int, global_step: Any, config: SamplerConfig, rollout, first_requests: Sequence[int] | None = None
 ) -> StepResult:
     def on_round(round_index: int, prompts: int, samples: int, seconds: float) -> None:
-        _progress(
-            f"step {global_step} round {round_index}/{config.max_rounds}: {prompts} active prompts, "
-            f"{samples} samples, {seconds:.1f} s"
-        )
+        of = f"/{config.max_rounds}" if round_index <= config.max_rounds else f" (past {config.max_rounds}: redraws)"
+        _progress(f"step {global_step} round {round_index}{of}: {prompts} active prompts, {samples} samples, {seconds:.1f} s")
 
     # async: a line every quarter of the prompt count in scored requests (about 12 lines a step)
     report_every = max(1, prompt_count // 4)

@@ -3,9 +3,12 @@
 Each run takes one to two minutes on two cores; marked slow, and run in CI.
 """
 
+import ipaddress
 import json
 import os
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -55,12 +58,59 @@ REFERENCE_OVERRIDES = [
 ]
 
 
-def run(out: Path, log_name: str, env_extra: dict, *overrides: str) -> tuple[list[dict], str]:
+class Listeners:
+    """The listening sockets (TCP in LISTEN, unconnected UDP) of a process tree, polled while it runs, and
+    the environment of its Ray processes. Reads the kernel's tables only: no traffic is sent anywhere."""
+
+    def __init__(self):
+        self.sockets: set[tuple[str, int, str]] = set()  # (address, port, process name)
+        self.auth_modes: set[str | None] = set()
+
+    def poll(self, root_pid: int) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(root_pid)
+            processes = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return
+        for process in processes:
+            try:
+                cmdline = process.cmdline()  # Ray workers retitle theirs as ray::<actor class>
+                name = os.path.basename(cmdline[0]) if cmdline else process.name()
+                for conn in process.net_connections(kind="inet"):
+                    if conn.status == psutil.CONN_LISTEN or (conn.type == socket.SOCK_DGRAM and not conn.raddr):
+                        self.sockets.add((conn.laddr.ip, conn.laddr.port, name))
+                if name in ("gcs_server", "raylet"):
+                    self.auth_modes.add(process.environ().get("RAY_AUTH_MODE"))
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+
+    def not_on_loopback(self) -> list[tuple[str, int, str]]:
+        def loopback(ip: str) -> bool:
+            address = ipaddress.ip_address(ip.split("%")[0])
+            mapped = getattr(address, "ipv4_mapped", None)
+            return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+        return sorted(s for s in self.sockets if not loopback(s[0]))
+
+
+def run(
+    out: Path, log_name: str, env_extra: dict, *overrides: str, listeners: Listeners | None = None
+) -> tuple[list[dict], str]:
     metrics_file = out / f"{log_name}.jsonl"
     env = {**os.environ, "OUT": str(out), "VERL_FILE_LOGGER_PATH": str(metrics_file), **env_extra}
-    proc = subprocess.run(["bash", str(SCRIPT), *overrides], env=env, capture_output=True, text=True, timeout=900)
-    log = proc.stdout + proc.stderr
-    (out / f"{log_name}.log").write_text(log)
+    with open(out / f"{log_name}.log", "w") as log_file:
+        proc = subprocess.Popen(["bash", str(SCRIPT), *overrides], env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 900
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                proc.kill()
+                break
+            if listeners is not None:
+                listeners.poll(proc.pid)
+            time.sleep(1.0)
+    log = (out / f"{log_name}.log").read_text()
     assert proc.returncode == 0, log[-6000:]
     records = [json.loads(line) for line in metrics_file.read_text().splitlines()]
     return records, log
@@ -83,7 +133,7 @@ def assert_sane_sampler_metrics(
     assert prompts * m <= get("samples_total") <= prompts * m * r
     assert get("samples_per_prompt_mean") == pytest.approx(get("samples_total") / prompts)
     assert m <= get("samples_per_prompt_max") <= m * r
-    assert 1 <= get("rounds") <= r
+    assert 1 <= get("rounds") <= (2 * r if get("samples_failed") else r)  # a redraw of failed samples is a round
     assert get("prompts_resolved") + get("prompts_unresolved") == prompts
     assert get("kept_samples") == prompts * n == get("kept_positives") + get("kept_negatives")
     assert 0 <= get("kept_groups_with_signal_frac") <= 1
@@ -96,16 +146,25 @@ def assert_sane_sampler_metrics(
     )
 
 
+FLAKY_REWARD = ROOT / "tests" / "flaky_reward.py"
+# The resumed step meets what a long run meets (each start-up costs minutes, so one run checks several things):
+# a reward call that fails on about 8% of samples, and a step with nothing to keep (nothing passes a threshold
+# of 1.0, and unresolved prompts are dropped).
+HOSTILE_STEP = [f"reward.custom_reward_function.path={FLAKY_REWARD}", "reinforce_ada.threshold=1.0",
+                "reinforce_ada.unresolved=drop"]
+
+
 @pytest.fixture(scope="module")
 def v1_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("cpu_tiny_v1")
-    first, first_log = run(out, "first", {"STEPS": "2"})
-    resumed, resumed_log = run(out, "resumed", {"STEPS": "3"})
-    return out, first, first_log, resumed, resumed_log
+    listeners = Listeners()
+    first, first_log = run(out, "first", {"STEPS": "2"}, listeners=listeners)
+    resumed, resumed_log = run(out, "resumed", {"STEPS": "3"}, *HOSTILE_STEP)
+    return out, first, first_log, resumed, resumed_log, listeners
 
 
 def test_v1_trains_and_logs_sampler_metrics_every_step(v1_run):
-    out, first, log, _, _ = v1_run
+    out, first, log, _, _, _ = v1_run
     assert [r["step"] for r in first] == [1, 2]
     for record in first:
         assert_sane_sampler_metrics(record["data"], "reinforce_ada/")
@@ -125,7 +184,7 @@ def test_v1_updates_the_policy_and_writes_a_checkpoint(v1_run):
 
 
 def test_v1_resumes_from_the_checkpoint(v1_run):
-    out, _, _, resumed, log = v1_run
+    out, _, _, resumed, log, _ = v1_run
     assert "Resuming from" in log and "global_step_2" in log
     assert [r["step"] for r in resumed] == [3]
     assert_sane_sampler_metrics(resumed[0]["data"], "reinforce_ada/")
@@ -133,11 +192,60 @@ def test_v1_resumes_from_the_checkpoint(v1_run):
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
-def test_reference_launch_overrides_run_on_the_legacy_trainer(tmp_path):
-    records, log = run(tmp_path, "reference", {"STEPS": "1", "TRAINER": "legacy"}, *REFERENCE_OVERRIDES)
+def test_a_single_machine_run_listens_on_loopback_only_with_ray_token_auth_on(v1_run):
+    *_, log, listeners = v1_run
+    assert "listen on 127.0.0.1 only" in log
+    names = {name for _, _, name in listeners.sockets}
+    assert len(listeners.sockets) >= 5 and {"gcs_server", "raylet"} <= names, listeners.sockets
+    assert any("vLLMHttpServer" in name for name in names), names  # the model server was seen, and on loopback
+    assert listeners.not_on_loopback() == []
+    assert listeners.auth_modes == {"token"}
+
+
+def test_v1_survives_failing_reward_calls_and_a_step_with_nothing_to_keep(v1_run):
+    _, _, _, resumed, log, _ = v1_run
+    data = resumed[0]["data"]
+    assert data["reinforce_ada/samples_failed"] > 0, "the flaky reward never failed"
+    assert "flaky_reward: a simulated failure" in log and "samples failed (generation or reward call); redrawn" in log
+    # every prompt unresolved and dropped: the step trains on n samples of each with zero advantage
+    assert data["reinforce_ada/empty_step"] == 1 and data["reinforce_ada/prompts_dropped"] == 4
+    assert data["reinforce_ada/kept_samples"] == 16 and data["reinforce_ada/kept_groups_with_signal_frac"] == 0
+    assert "every prompt was dropped" in log
+
+
+@pytest.fixture
+def two_node_cluster(monkeypatch):
+    """Two Ray nodes on this machine, one logical GPU each, as `ray start` makes them on two machines.
+
+    Both listen on loopback (so the run sends nothing to any other address), which Ray allows only when
+    told it is not forming a multi-machine cluster; real nodes need none of that. The nodes' environment is
+    what every node of a CPU cluster needs (`VERL_PLATFORM=cpu` before `ray start`)."""
+    from ray._private import ray_constants
+    from ray.cluster_utils import Cluster
+
+    for name, value in {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "VERL_PLATFORM": "cpu", "OMP_NUM_THREADS": "1",
+                        "TOKENIZERS_PARALLELISM": "false", "RAY_USAGE_STATS_ENABLED": "0"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
+    node = {"num_cpus": 8, "num_gpus": 1, "node_ip_address": "127.0.0.1"}
+    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    cluster.add_node(**node)
+    try:
+        yield cluster.address
+    finally:
+        cluster.shutdown()
+
+
+def test_reference_launch_overrides_run_on_the_legacy_trainer_across_two_ray_nodes(tmp_path, two_node_cluster):
+    """The reference's launch overrides, legacy trainer, on a two-node Ray cluster: one trainer rank and one
+    vLLM replica per node."""
+    env = {"STEPS": "1", "TRAINER": "legacy", "RAY_ADDRESS": two_node_cluster}
+    records, log = run(tmp_path, "reference", env, *REFERENCE_OVERRIDES, "trainer.nnodes=2")
     assert [r["step"] for r in records] == [1]
     # the legacy trainer logs what the rollout reports under timing_s/
     assert_sane_sampler_metrics(records[0]["data"], "timing_s/reinforce_ada/")
+    assert f"Connecting to existing Ray cluster at address: {two_node_cluster}" in log
+    assert "listen on 127.0.0.1 only" not in log  # a cluster run is left as it is
 
 
 def test_eval_script_scores_the_trained_checkpoint_and_the_base_model(v1_run):

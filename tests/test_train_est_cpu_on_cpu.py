@@ -101,25 +101,39 @@ def test_est_trains_and_a_killed_run_resumes_with_identical_allocations(tmp_path
     assert saved["global_step"] == last + 2 and len(saved["tracker"]["prompts"]) == TRAIN_PROMPTS
 
 
+# Two of every worker a cluster multiplies: trainer ranks (on two logical GPUs), vLLM replicas (one per GPU),
+# agent-loop workers, reward workers and TransferQueue storage units.
+CLUSTER_SHAPED = ["trainer.n_gpus_per_node=2", "ray_kwargs.ray_init.num_gpus=2",
+                  "actor_rollout_ref.rollout.agent.num_workers=2", "reward.num_workers=2",
+                  "transfer_queue.backend.SimpleStorage.num_data_storage_units=2"]
+
+
 def test_verls_own_entry_point_runs_async_warm_started_sampling_that_drops_unresolved_prompts(tmp_path):
     """verl's own ``python -m verl.trainer.main_ppo`` with the V1 options stacked in one run (each run costs
-    minutes): async mode, warm start, ``pos``, and unresolved prompts dropped. Two rounds at most make
-    unresolved prompts likely, so that verl pads the shrunken batch."""
+    minutes): async mode, warm start, ``pos``, unresolved prompts dropped, a reward call that fails now and
+    then, and two of every worker. Two rounds at most make unresolved prompts likely, so that verl pads the
+    shrunken batch."""
     tiny(tmp_path)
     env = {"STEPS": "3", "SAVE_FREQ": "3", "VARIANT": "pos", "ENTRY": "verl"}
     overrides = ["reinforce_ada.mode=async", "reinforce_ada.warm_start=true", "reinforce_ada.unresolved=drop",
-                 "reinforce_ada.max_rounds=2"]
+                 "reinforce_ada.max_rounds=2", f"reward.custom_reward_function.path={ROOT / 'tests' / 'flaky_reward.py'}",
+                 *CLUSTER_SHAPED]
     records, log = finish(start(tmp_path, "warm", env, *overrides), tmp_path, "warm")
     assert [r["step"] for r in records] == [1, 2, 3]
     data = {r["step"]: r["data"] for r in records}
     for step in data.values():
         assert step["reinforce_ada/prompts"] == 4
         assert 4 * 4 <= step["reinforce_ada/samples_total"] <= 4 * 16  # a warm start may ask for n
-        assert step["reinforce_ada/prompts_dropped"] == step["reinforce_ada/prompts_unresolved"]
-        assert step["reinforce_ada/kept_samples"] == 4 * (4 - step["reinforce_ada/prompts_dropped"])
+        dropped = step["reinforce_ada/prompts_dropped"]
+        assert dropped == step["reinforce_ada/prompts_unresolved"]
+        # a step where all four are dropped trains on n of each with zero advantage
+        assert step["reinforce_ada/kept_samples"] == 4 * (4 - dropped if dropped < 4 else 4)
+        assert step["reinforce_ada/empty_step"] == float(dropped == 4)
         assert not any(k.startswith("reinforce_ada/round_") for k in step)  # async: no rounds to time
     assert re.search(r"\[reinforce_ada\] step 1 async: \d+ requests scored", log)  # progress while sampling
     assert "requests a prompt" in log and "round 1/2" not in log
+    # the flaky reward (about 8% of calls fail) ends no step: failed samples are redrawn and counted
+    assert sum(step["reinforce_ada/samples_failed"] for step in data.values()) > 0
 
     first = allocations(log, "first requests")
     assert first[1] == [8] * 4 and first[2] == [8] * 4  # nothing known yet: round_size
