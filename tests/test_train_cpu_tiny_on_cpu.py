@@ -6,6 +6,7 @@ Each run takes one to two minutes on two cores; marked slow, and run in CI.
 import ipaddress
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -214,7 +215,7 @@ def test_v1_survives_failing_reward_calls_and_a_step_with_nothing_to_keep(v1_run
 
 
 @pytest.fixture
-def two_node_cluster(monkeypatch):
+def two_node_cluster(monkeypatch, tmp_path):
     """Two Ray nodes on this machine, one logical GPU each, as `ray start` makes them on two machines.
 
     Both listen on loopback (so the run sends nothing to any other address), which Ray allows only when
@@ -223,8 +224,10 @@ def two_node_cluster(monkeypatch):
     from ray._private import ray_constants
     from ray.cluster_utils import Cluster
 
+    # A job's actors get the nodes' environment, not the launching shell's: the metrics file goes here too.
     for name, value in {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "VERL_PLATFORM": "cpu", "OMP_NUM_THREADS": "1",
-                        "TOKENIZERS_PARALLELISM": "false", "RAY_USAGE_STATS_ENABLED": "0"}.items():
+                        "TOKENIZERS_PARALLELISM": "false", "RAY_USAGE_STATS_ENABLED": "0",
+                        "VERL_FILE_LOGGER_PATH": str(tmp_path / "reference.jsonl")}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
     node = {"num_cpus": 8, "num_gpus": 1, "node_ip_address": "127.0.0.1"}
@@ -246,6 +249,9 @@ def test_reference_launch_overrides_run_on_the_legacy_trainer_across_two_ray_nod
     assert_sane_sampler_metrics(records[0]["data"], "timing_s/reinforce_ada/")
     assert f"Connecting to existing Ray cluster at address: {two_node_cluster}" in log
     assert "listen on 127.0.0.1 only" not in log  # a cluster run is left as it is
+    # two trainer ranks and two vLLM replicas, each holding one logical GPU: one of each per node
+    assert len(set(re.findall(r"\(WorkerDict pid=(\d+)", log))) == 2
+    assert len(set(re.findall(r"\(vLLMHttpServer pid=(\d+)", log))) == 2
 
 
 def test_eval_script_scores_the_trained_checkpoint_and_the_base_model(v1_run):
