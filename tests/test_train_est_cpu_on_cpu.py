@@ -105,7 +105,10 @@ def test_est_trains_and_a_killed_run_resumes_with_identical_allocations(tmp_path
 # agent-loop workers, reward workers and TransferQueue storage units.
 CLUSTER_SHAPED = ["trainer.n_gpus_per_node=2", "ray_kwargs.ray_init.num_gpus=2",
                   "actor_rollout_ref.rollout.agent.num_workers=2", "reward.num_workers=2",
-                  "transfer_queue.backend.SimpleStorage.num_data_storage_units=2"]
+                  "transfer_queue.backend.SimpleStorage.num_data_storage_units=2",
+                  # verl pads a step to a multiple of ppo_mini_batch_size x n = 16 samples, 8 per rank
+                  "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+                  "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"]
 
 
 def test_verls_own_entry_point_runs_async_warm_started_sampling_that_drops_unresolved_prompts(tmp_path):
@@ -134,6 +137,10 @@ def test_verls_own_entry_point_runs_async_warm_started_sampling_that_drops_unres
     assert "requests a prompt" in log and "round 1/2" not in log
     # the flaky reward (about 8% of calls fail) ends no step: failed samples are redrawn and counted
     assert sum(step["reinforce_ada/samples_failed"] for step in data.values()) > 0
+    # two of every worker ran (the async requests went to both agent-loop workers)
+    for actor in ("WorkerDict", "vLLMHttpServer", "_AdaptiveAgentLoopWorkerTQ", "RewardLoopWorker", "SimpleStorageUnit"):
+        assert len(set(re.findall(rf"\({actor} pid=(\d+)", log))) == 2, actor
+    assert (tmp_path / "checkpoints" / "global_step_3" / "actor" / "model_world_size_2_rank_1.pt").exists()
 
     first = allocations(log, "first requests")
     assert first[1] == [8] * 4 and first[2] == [8] * 4  # nothing known yet: round_size
