@@ -302,11 +302,9 @@ def _patch_process_group_backend() -> None:
         return original(timeout_second=timeout_second, backend=backend or "cpu:gloo")
 
     initialize_global_process_group_ray._reinforce_ada_cpu = True
-    distributed.initialize_global_process_group_ray = initialize_global_process_group_ray
-    for name in ("verl.workers.engine_workers", "verl.checkpoint_engine.base"):  # bound by name at import
-        module = sys.modules.get(name)
-        if module is not None:
-            module.initialize_global_process_group_ray = initialize_global_process_group_ray
+    from reinforce_ada.loopback import replace_process_group_init
+
+    replace_process_group_init(initialize_global_process_group_ray)
 
 
 def _use_plain_linear_in_vllm(module: types.ModuleType) -> None:

@@ -107,7 +107,7 @@ def activate() -> None:
         )
 
     initialize_global_process_group_ray._reinforce_ada_loopback = True
-    _rebind(distributed, initialize_global_process_group_ray)
+    replace_process_group_init(initialize_global_process_group_ray)
 
 
 def _loopback_store(address: str, port: int, rank: int, world_size: int, timeout: timedelta):
@@ -128,7 +128,10 @@ def _loopback_store(address: str, port: int, rank: int, world_size: int, timeout
         raise
 
 
-def _rebind(distributed, function) -> None:
+def replace_process_group_init(function) -> None:
+    """Puts ``function`` in place of verl's ``initialize_global_process_group_ray``, where verl calls it."""
+    import verl.utils.distributed as distributed
+
     distributed.initialize_global_process_group_ray = function
     for name in ("verl.workers.engine_workers", "verl.checkpoint_engine.base"):  # bound by name at import
         module = sys.modules.get(name)

@@ -77,16 +77,21 @@ def test_malformed_rewards_are_still_errors():
             sampler.record([0.0] * 7 + [bad])
 
 
-def test_step_metrics_count_failed_samples_and_prompts():
-    streams = {0: [[1, 0, X, 1, 0, 0, 0, 0]], 1: [[X] * 8, [X] * 8]}
+def scripted(answers):
+    """A round generator that answers each prompt's k-th request with ``answers[prompt][k]``."""
     calls = defaultdict(int)
 
     def generate(requests):
-        out = {p: streams[p][calls[p]][:c] for p, c in requests.items()}
+        out = {p: answers[p][calls[p]][:c] for p, c in requests.items()}
         for p in requests:
             calls[p] += 1
         return out
 
+    return generate
+
+
+def test_step_metrics_count_failed_samples_and_prompts():
+    generate = scripted({0: [[1, 0, X, 1, 0, 0, 0, 0]], 1: [[X] * 8, [X] * 8]})
     result = run_step(["a", "b"], SamplerConfig(n=4, round_size=8), generate)
     metrics = result.metrics()
     assert metrics["samples_failed"] == 1 + 16 and metrics["prompts_failed"] == 1
@@ -153,8 +158,10 @@ def test_with_failures_every_prompt_finishes_within_its_budget_and_async_matches
         assert s.drawn <= config.budget and s.finished
         assert s.failed or s.resolved or s.rounds == config.max_rounds or s.drawn == config.budget
     for s, g in zip(rounds.samplers, rounds.groups):
-        if not g.dropped:
-            assert len(g.kept) == (s.drawn if config.variant == "est" else config.n)
+        if not g.dropped:  # an empty step's zero-weight groups take all of a pool smaller than n
+            whole_pool = config.variant == "est" or (rounds.empty and s.drawn < config.n)
+            assert len(g.kept) == (s.drawn if whole_pool else config.n)
+            assert not rounds.empty or g.stats.weight == 0
     assert summarize(rounds.samplers, rounds.groups) == summarize(asynchronous.samplers, asynchronous.groups)
 
 
@@ -172,15 +179,7 @@ def test_run_rounds_redraws_in_the_next_round():
 
 
 def test_the_rounds_metric_counts_redraw_rounds_and_matches_the_round_timings():
-    streams = {0: [[1, 0, X, 1], [0]], 1: [[0, 0, 0, 0]] * 2}
-    calls = defaultdict(int)
-
-    def generate(requests):
-        out = {p: streams[p][calls[p]][:c] for p, c in requests.items()}
-        for p in requests:
-            calls[p] += 1
-        return out
-
+    generate = scripted({0: [[1, 0, X, 1], [0]], 1: [[0, 0, 0, 0]] * 2})
     result = run_step(["a", "b"], SamplerConfig(n=4, round_size=4, max_rounds=2), generate)
     assert result.metrics()["rounds"] == len(result.round_seconds) == 2
     assert [s.requests for s in result.samplers] == [2, 2] and result.samplers[0].rounds == 1
