@@ -114,6 +114,8 @@ def _publish(
         f"{len(uids)} prompts: {metrics['samples_total']:.0f} samples in {rounds} "
         f"({metrics['rollout_seconds']:.1f} s); {metrics['prompts_resolved']:.0f} resolved, "
         f"{metrics['prompts_unresolved']:.0f} unresolved, {metrics['prompts_dropped']:.0f} dropped"
+        + (f"; {metrics['samples_failed']:.0f} samples failed, {metrics['prompts_failed']:.0f} prompts failed"
+           if metrics["samples_failed"] else "")
     )
 
 
