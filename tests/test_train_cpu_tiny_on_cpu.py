@@ -160,6 +160,7 @@ def v1_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("cpu_tiny_v1")
     listeners = Listeners()
     first, first_log = run(out, "first", {"STEPS": "2"}, listeners=listeners)
+    (out / "listeners.json").write_text(json.dumps(sorted(listeners.sockets), indent=1))  # for the reader of a failure
     resumed, resumed_log = run(out, "resumed", {"STEPS": "3"}, *HOSTILE_STEP)
     return out, first, first_log, resumed, resumed_log, listeners
 
