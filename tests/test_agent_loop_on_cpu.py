@@ -378,3 +378,16 @@ def test_legacy_non_finite_score_is_an_error_naming_the_reward_and_the_way_out(p
     manager = legacy_manager(SamplerConfig())
     with pytest.raises(RewardError, match="the test reward returned a non-finite score.*trainer.use_v1=true"):
         manager.generate_sequences(legacy_prompts())
+
+
+def test_one_round_of_n_is_grpo_on_the_adaptive_path(published):
+    """round_size=n, max_rounds=1: one request of n per prompt, every sample kept, the pool is the group (so
+    algorithm.adv_estimator=grpo computes verl's GRPO advantages), and a sampling seed can apply to GRPO too."""
+    from reinforce_ada.agent_loop import pop_step_metrics
+
+    manager = v1_manager(SamplerConfig(n=4, round_size=4, max_rounds=1))
+    manager.generate_sequences(v1_prompts())
+    assert manager.requests == [{u: (4, 0) for u in UIDS}] and manager.cleared == []
+    assert {u: p.count for u, p in published.items()} == {u: 4 for u in UIDS}
+    metrics = pop_step_metrics()
+    assert metrics["reinforce_ada/samples_total"] == 12 == metrics["reinforce_ada/kept_samples"]
