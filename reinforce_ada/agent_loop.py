@@ -329,10 +329,10 @@ class _AdaptiveManagerV1(AgentLoopManagerTQ):
             self._restore_tracker(step)
         keys = _prompt_keys(prompts)
         if keys is None:
-            if self.sampler_config.uses_tracker:
+            if self.sampler_config.uses_tracker or self.sampler_config.sampling_seed is not None:
                 raise RuntimeError(
-                    "reinforce_ada: variant=est and warm_start need each prompt's `raw_prompt` (verl's RLHFDataset "
-                    "provides it) to recognise prompts across steps; the rollout got none"
+                    "reinforce_ada: variant=est, warm_start and sampling_seed need each prompt's `raw_prompt` (verl's "
+                    "RLHFDataset provides it) to recognise prompts across steps and runs; the rollout got none"
                 )
             return None, None, {}
         first_requests = plan_first_requests(self.tracker, keys, self.sampler_config)
