@@ -71,7 +71,9 @@ def main(argv=None) -> None:
     model = build_model(args, device)
     rng = random.Random(args.seed)
     pass_rates = [rng.betavariate(0.5, 2.0) for _ in range(args.prompts)]
-    prompt_ids = torch.randint(10, args.vocab, (args.prompts, args.prompt_len), generator=torch.Generator().manual_seed(0))
+    prompt_ids = torch.randint(
+        10, args.vocab, (args.prompts, args.prompt_len), generator=torch.Generator().manual_seed(0)
+    )
 
     def sync():
         if device.startswith("cuda"):
@@ -128,7 +130,10 @@ def main(argv=None) -> None:
             runs[name].append(grpo() if name == "grpo_n4" else adaptive(name))
             print(f"repeat {r + 1}: {name}: {runs[name][-1]}", flush=True)
     name_of = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
-    print(f"\n{name_of}, {args.layers} layers x {args.hidden} hidden, {args.prompts} prompts, torch {torch.__version__}")
+    print(
+        f"\n{name_of}, {args.layers} layers x {args.hidden} hidden, {args.prompts} prompts, "
+        f"torch {torch.__version__}"
+    )
     print("| method | seconds (mean, min-max) | samples | tokens | rounds | time / GRPO-n4 |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, results in runs.items():
@@ -136,7 +141,8 @@ def main(argv=None) -> None:
         ratios = [x["seconds"] / g["seconds"] for x, g in zip(results, runs["grpo_n4"])]
         print(
             f"| {name} | {statistics.mean(secs):.2f} ({min(secs):.2f}-{max(secs):.2f}) | "
-            f"{statistics.mean(x['samples'] for x in results):.0f} | {statistics.mean(x['tokens'] for x in results):.0f} | "
+            f"{statistics.mean(x['samples'] for x in results):.0f} | "
+            f"{statistics.mean(x['tokens'] for x in results):.0f} | "
             f"{statistics.mean(x['rounds'] for x in results):.1f} | {', '.join(f'{q:.2f}' for q in ratios)} |"
         )
     if args.json:

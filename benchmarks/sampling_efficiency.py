@@ -37,9 +37,9 @@ import argparse
 import math
 import random
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -167,7 +167,9 @@ def round_size_table(prompts: int, seed: int) -> str:
         step = run_step(
             [str(i) for i in range(len(rates))],
             config,
-            lambda requests: {i: bernoulli(prompt_rngs[i], rates[i], k) for i, k in requests.items()},
+            lambda requests, prompt_rngs=prompt_rngs: {
+                i: bernoulli(prompt_rngs[i], rates[i], k) for i, k in requests.items()
+            },
         )
         useful = sum(group_has_signal(s, g) for s, g in zip(step.samplers, step.groups))
         mean_rounds = sum(s.rounds for s in step.samplers) / len(rates)
@@ -182,7 +184,9 @@ def drifting_pass_rates(dataset: int, epochs: int, seed: int) -> list[list[float
     """Per epoch, per prompt: the true pass rate. Early-training start (Beta(0.5, 2)), then the
     logit rises by 0.5 per epoch plus N(0, 0.3) noise, so easy prompts saturate and hard ones thaw."""
     rng = random.Random(f"{seed}:drift")
-    logits = [math.log(p / (1 - p)) for p in (min(max(rng.betavariate(0.5, 2.0), 1e-4), 1 - 1e-4) for _ in range(dataset))]
+    logits = [
+        math.log(p / (1 - p)) for p in (min(max(rng.betavariate(0.5, 2.0), 1e-4), 1 - 1e-4) for _ in range(dataset))
+    ]
     rates = []
     for _ in range(epochs):
         rates.append([1 / (1 + math.exp(-z)) for z in logits])
@@ -258,7 +262,7 @@ def train_simulation(
                 step = run_step(
                     keys,
                     config,
-                    lambda requests: {i: bernoulli(rngs[i], p[i], k) for i, k in requests.items()},
+                    lambda requests, rngs=rngs, p=p: {i: bernoulli(rngs[i], p[i], k) for i, k in requests.items()},
                     first_requests=first_requests,
                 )
                 tracker.update_many((k, s.drawn, s.num_pos) for k, s in zip(keys, step.samplers))
@@ -284,7 +288,11 @@ def tracker_table(dataset: int, batch: int, epochs: int, seed: int) -> str:
         ("Reinforce-Ada-Est (tracker)", "tracker", est),
         ("Reinforce-Ada-Est (true pass rates)", "truth", est),
         ("Reinforce-Ada-balance", "tracker", SamplerConfig(variant="balance", **REFERENCE)),
-        ("Reinforce-Ada-balance + warm start", "tracker", SamplerConfig(variant="balance", warm_start=True, **REFERENCE)),
+        (
+            "Reinforce-Ada-balance + warm start",
+            "tracker",
+            SamplerConfig(variant="balance", warm_start=True, **REFERENCE),
+        ),
         ("Reinforce-Ada-pos", "tracker", SamplerConfig(variant="pos", **REFERENCE)),
         ("Reinforce-Ada-pos + warm start", "tracker", SamplerConfig(variant="pos", warm_start=True, **REFERENCE)),
     ]

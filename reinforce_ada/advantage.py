@@ -12,8 +12,8 @@ broadcast over the response tokens. The pool travels with each sample as a :clas
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -38,7 +38,7 @@ class PoolStats:
     weight: float = 1.0
 
     @classmethod
-    def from_rewards(cls, rewards: Sequence[float], weight: float = 1.0) -> "PoolStats":
+    def from_rewards(cls, rewards: Sequence[float], weight: float = 1.0) -> PoolStats:
         if not rewards:
             raise ValueError("a pool needs at least one reward")
         mean = math.fsum(rewards) / len(rewards)

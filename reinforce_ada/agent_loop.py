@@ -38,7 +38,8 @@ import hashlib
 import math
 import sys
 from collections import defaultdict
-from typing import Any, Mapping, NamedTuple, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import ray
@@ -94,7 +95,10 @@ class RewardTally:
     def metrics(self) -> dict[str, float]:
         """``reward_latency_mean`` and, per extra key, its mean over the step's samples as ``reward/<key>``."""
         n = max(self.samples, 1)
-        return {"reward_latency_mean": self.seconds / n, **{f"reward/{k}": v / n for k, v in sorted(self.extra.items())}}
+        return {
+            "reward_latency_mean": self.seconds / n,
+            **{f"reward/{k}": v / n for k, v in sorted(self.extra.items())},
+        }
 
 
 def _is_number(value) -> bool:
@@ -110,7 +114,11 @@ def _publish(
     # with the generation of other samples, so it is not added to rollout_seconds.
     metrics = {**result.metrics(), **rewards.metrics(), **(extra or {})}
     _step_metrics.update({METRIC_PREFIX + k: v for k, v in metrics.items()})
-    rounds = f"{metrics['rounds']:.0f} rounds" if result.round_seconds else f"at most {metrics['rounds']:.0f} requests a prompt"
+    rounds = (
+        f"{metrics['rounds']:.0f} rounds"
+        if result.round_seconds
+        else f"at most {metrics['rounds']:.0f} requests a prompt"
+    )
     _progress(
         f"{len(uids)} prompts: {metrics['samples_total']:.0f} samples in {rounds} "
         f"({metrics['rollout_seconds']:.1f} s); {metrics['prompts_resolved']:.0f} resolved, "
@@ -138,7 +146,9 @@ def _run(
 ) -> StepResult:
     def on_round(round_index: int, prompts: int, samples: int, seconds: float) -> None:
         of = f"/{config.max_rounds}" if round_index <= config.max_rounds else f" (past {config.max_rounds}: redraws)"
-        _progress(f"step {global_step} round {round_index}{of}: {prompts} active prompts, {samples} samples, {seconds:.1f} s")
+        _progress(
+            f"step {global_step} round {round_index}{of}: {prompts} active prompts, {samples} samples, {seconds:.1f} s"
+        )
 
     # async: a line every quarter of the prompt count in scored requests (about 12 lines a step)
     report_every = max(1, prompt_count // 4)
@@ -203,7 +213,9 @@ def _round_rewards(
         expected = range(offsets[prompt], offsets[prompt] + count)
         stray = sorted(set(got) - set(expected))
         if stray:
-            raise RuntimeError(f"reinforce_ada: prompt uid {uids[prompt]} got samples it did not ask for (sessions {stray[:8]})")
+            raise RuntimeError(
+                f"reinforce_ada: prompt uid {uids[prompt]} got samples it did not ask for (sessions {stray[:8]})"
+            )
         results[prompt] = [(session, got.get(session, FAILED)) for session in expected]
     return results
 
@@ -266,7 +278,9 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
                     outputs=len(outputs),
                     reward_seconds=float(final.metrics.compute_score or 0.0),
                     reward_extra={
-                        k: float(v) for k, v in (final.extra_fields.get("reward_extra_info") or {}).items() if _is_number(v)
+                        k: float(v)
+                        for k, v in (final.extra_fields.get("reward_extra_info") or {}).items()
+                        if _is_number(v)
                     },
                 )
             )
@@ -284,7 +298,9 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
         uids = [str(u) for u in batch["uid"]]
         busy = [u for u in uids if u in self._records]
         if busy or len(set(uids)) != len(uids):
-            raise RuntimeError(f"reinforce_ada: prompt uid {(busy or uids)[0]} has two requests in flight on one worker")
+            raise RuntimeError(
+                f"reinforce_ada: prompt uid {(busy or uids)[0]} has two requests in flight on one worker"
+            )
         loop = asyncio.get_running_loop()
         for uid in uids:
             self._records[uid] = []
@@ -428,7 +444,8 @@ def _reward_name(config) -> str:
 
 
 def _prompt_keys(prompts) -> list[str] | None:
-    """Each prompt's :func:`~reinforce_ada.tracker.prompt_identity` (messages and data source); None without messages."""
+    """Each prompt's :func:`~reinforce_ada.tracker.prompt_identity` (messages and data source); None
+    without messages."""
     if "raw_prompt" not in prompts.keys():
         return None
     messages = list(prompts["raw_prompt"])
@@ -553,7 +570,9 @@ class _AdaptiveManagerLegacy(AgentLoopManager):
         uids = prompts.non_tensor_batch["uid"]
         base = prompts.select_idxs(np.arange(0, len(prompts), n))
         if any(len(set(uids[i : i + n])) != 1 for i in range(0, len(prompts), n)):
-            raise ValueError("reinforce_ada: the legacy trainer's rollout input is not n copies of each prompt in a row")
+            raise ValueError(
+                "reinforce_ada: the legacy trainer's rollout input is not n copies of each prompt in a row"
+            )
         # Only the samples that may still enter a group are held between rounds (at most 2n per
         # prompt with the `first` selection), not every round's whole batch.
         held: DataProto | None = None

@@ -68,8 +68,9 @@ def _worker_count() -> int:
 
 
 # A checker process imports this file without running the package's __init__ (it imports torch:
-# 5x the start-up time and memory of math-verify alone); the jobs' modules must be as light. The target is the builtin exec, so
-# that nothing of this package is unpickled, hence imported, before the code below runs.
+# 5x the start-up time and memory of math-verify alone); the jobs' modules must be as light. The
+# target is the builtin exec, so that nothing of this package is unpickled, hence imported, before
+# the code below runs.
 _BOOT = """
 import os, sys, types
 if "reinforce_ada" not in sys.modules:

@@ -8,8 +8,9 @@ report errors with the field's name, so every message says which key to change.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 VARIANTS = ("balance", "pos", "est")
 UNRESOLVED_POLICIES = ("keep", "drop")
@@ -123,7 +124,9 @@ class SamplerConfig:
             self._check_est()
         if self.k_neg is not None:
             if self.variant == "pos":
-                raise ConfigError("k_neg: only the 'balance' variant counts incorrect samples; leave it unset (null) for 'pos'")
+                raise ConfigError(
+                    "k_neg: only the 'balance' variant counts incorrect samples; leave it unset (null) for 'pos'"
+                )
             _check_int(self, "k_neg", minimum=0)
         if self.max_samples_per_prompt is not None:
             _check_int(self, "max_samples_per_prompt", minimum=1)
@@ -188,7 +191,7 @@ class SamplerConfig:
         return self.k_neg if self.k_neg is not None else self.n - self.n // 2
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], *, prefix: str = "") -> "SamplerConfig":
+    def from_mapping(cls, values: Mapping[str, Any], *, prefix: str = "") -> SamplerConfig:
         """Builds a config from a dict, rejecting unknown keys.
 
         Args:
@@ -220,7 +223,10 @@ def _check_number(
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{name}: must be a finite number, got {value!r}")
     if value < low or (low_open and value == low) or (high is not None and value > high):
-        interval = f"{'(' if low_open else '['}{low}, {high if high is not None else 'inf'}{']' if high is not None else ')'}"
+        interval = (
+            f"{'(' if low_open else '['}{low}, {high if high is not None else 'inf'}"
+            f"{']' if high is not None else ')'}"
+        )
         raise ConfigError(f"{name}: must be in {interval}, got {value!r}")
 
 

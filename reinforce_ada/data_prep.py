@@ -31,9 +31,10 @@ import os
 import random
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from reinforce_ada.vllm_sampling import ChatSampler as Sampler
 from reinforce_ada.vllm_sampling import chat_sampler
@@ -90,7 +91,11 @@ def clean(rows: Iterable[dict], problem_key: str, answer_key: str, id_key: str |
         if answer is None or (isinstance(answer, float) and answer != answer) or str(answer).strip() == "":
             report.skip(i, "missing_answer", f"{answer_key}={answer!r}")
             continue
-        rid = str(row[id_key]) if id_key and row.get(id_key) is not None else hashlib.sha1(problem.encode()).hexdigest()[:16]
+        rid = (
+            str(row[id_key])
+            if id_key and row.get(id_key) is not None
+            else hashlib.sha1(problem.encode()).hexdigest()[:16]
+        )
         normalized = re.sub(r"\s+", " ", problem).strip()
         if rid in seen_ids:
             report.skip(i, "duplicate_id", rid)
@@ -148,7 +153,11 @@ def estimate_pass_rates(
                     entry = json.loads(line)
                     done[entry["id"]] = entry["pass_rate"]
     todo = [r for r in records if r.id not in done]
-    print(f"[data_prep] pass rates: {len(done)} done before, {len(todo)} to sample (k={k})", file=sys.stderr, flush=True)
+    print(
+        f"[data_prep] pass rates: {len(done)} done before, {len(todo)} to sample (k={k})",
+        file=sys.stderr,
+        flush=True,
+    )
     with open(progress_file, "a") as out:
         for start in range(0, len(todo), chunk):
             batch = todo[start : start + chunk]

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 DATA_SOURCE = "arithmetic"
 SYSTEM_PROMPT = "Give only the final answer, in \\boxed{}."

@@ -15,7 +15,8 @@ the same process (the Ray TaskRunner). So the adaptive rollout publishes each pr
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,9 +38,9 @@ def publish_pools(pools: Mapping[str, PoolStats]) -> None:
 def compute_reinforce_ada_outcome_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
-    index: Optional[np.ndarray] = None,
+    index: np.ndarray | None = None,
     epsilon: float = 1e-6,
-    config: Optional[Any] = None,
+    config: Any | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages against the baseline of every sample drawn for the prompt.

@@ -26,9 +26,9 @@ import importlib
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from math import comb
 from pathlib import Path
-from typing import Sequence
 
 from reinforce_ada.vllm_sampling import ChatSampler as Sampler
 from reinforce_ada.vllm_sampling import chat_sampler
@@ -90,13 +90,19 @@ def evaluate_model(
         for texts, truth, source in zip(responses, truths, sources):
             scores = [_score(compute_score(source, t, truth)) for t in texts]
             correct = sum(s > 0.5 for s in scores)
-            problems.append({"avg": sum(scores) / k, "correct": correct, **{f"pass@{j}": pass_at(k, correct, j) for j in pass_ks}})
+            problems.append(
+                {"avg": sum(scores) / k, "correct": correct, **{f"pass@{j}": pass_at(k, correct, j) for j in pass_ks}}
+            )
         summary = {key: sum(p[key] for p in problems) / len(problems) for key in weighted}
         results["benchmarks"][name] = {"problems": len(problems), **summary, "per_problem": problems}
         total += len(problems)
         for key in weighted:
             weighted[key] += summary[key] * len(problems)
-        print(f"[evaluate] {name}: Avg@{k} {summary['avg']:.4f} over {len(problems)} problems", file=sys.stderr, flush=True)
+        print(
+            f"[evaluate] {name}: Avg@{k} {summary['avg']:.4f} over {len(problems)} problems",
+            file=sys.stderr,
+            flush=True,
+        )
     results["weighted"] = {key: value / total for key, value in weighted.items()}
     return results
 
@@ -106,7 +112,11 @@ def _score(result) -> float:
 
 
 def markdown(all_results: dict, k: int, benchmarks: Sequence[str]) -> str:
-    head = "| checkpoint | " + " | ".join(f"{b} Avg@{k}" for b in benchmarks) + f" | weighted Avg@{k} | weighted pass@{k} |"
+    head = (
+        "| checkpoint | "
+        + " | ".join(f"{b} Avg@{k}" for b in benchmarks)
+        + f" | weighted Avg@{k} | weighted pass@{k} |"
+    )
     lines = [head, "|---|" + "---:|" * (len(benchmarks) + 2)]
     for name, res in all_results.items():
         cells = [f"{100 * res['benchmarks'][b]['avg']:.1f}" for b in benchmarks]

@@ -8,8 +8,8 @@ advantage baseline is still taken from the whole pool (see :mod:`reinforce_ada.a
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from reinforce_ada.advantage import PoolStats, pool_stats
 from reinforce_ada.config import SamplerConfig

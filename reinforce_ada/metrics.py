@@ -6,7 +6,7 @@ the ``reinforce_ada/`` prefix), so a user can compare a simulation with a real r
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from reinforce_ada.groups import PromptGroup
 from reinforce_ada.sampling import PromptSampler

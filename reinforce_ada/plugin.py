@@ -2,8 +2,9 @@
 
 It registers the ``reinforce_ada`` advantage estimator; with ``REINFORCE_ADA_LOOPBACK=1`` (set on a
 single-machine run, see :mod:`reinforce_ada.loopback`) it binds the process groups' store to
-loopback; with ``VERL_PLATFORM=cpu``, it registers the CPU platform. verl swallows exceptions raised by plug-ins (it logs them at debug level), so a
-failure here is also reported as a warning, naming what will not work.
+loopback; with ``VERL_PLATFORM=cpu``, it registers the CPU platform. verl swallows exceptions
+raised by plug-ins (it logs them at debug level), so a failure here is also reported as a warning,
+naming what will not work.
 """
 
 import logging

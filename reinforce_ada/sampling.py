@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from reinforce_ada.config import SamplerConfig
 
@@ -315,7 +316,10 @@ def round_barrier(rollout: AsyncRollout) -> RoundGenerator:
         while len(results) < len(requests):
             finished = rollout.wait()
             if not finished:
-                raise RewardError(f"the rollout's wait() returned no scored request while {len(requests) - len(results)} are in flight")
+                raise RewardError(
+                    f"the rollout's wait() returned no scored request while {len(requests) - len(results)} "
+                    "are in flight"
+                )
             results.update(finished)
         return results
 

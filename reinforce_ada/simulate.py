@@ -34,8 +34,9 @@ import json
 import math
 import random
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import fields
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -185,9 +186,20 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         flag = "--" + f.name.replace("_", "-")
         default = getattr(defaults, f.name)
         kind = {"threshold": float, "prompt_weight_eps": float}.get(
-            f.name, _flag if isinstance(default, bool) else float if isinstance(default, float) else str if isinstance(default, str) else int
+            f.name,
+            (
+                _flag
+                if isinstance(default, bool)
+                else float if isinstance(default, float) else str if isinstance(default, str) else int
+            ),
         )
-        parser.add_argument(flag, dest=f"cfg_{f.name}", type=kind, default=None, help=f"sampler setting (default {getattr(defaults, f.name)})")
+        parser.add_argument(
+            flag,
+            dest=f"cfg_{f.name}",
+            type=kind,
+            default=None,
+            help=f"sampler setting (default {getattr(defaults, f.name)})",
+        )
     return parser.parse_args(argv)
 
 
@@ -206,7 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.replay:
             config, ids, rewards, norm_by_std = load_replay(args.replay)
             if overrides:
-                raise InputError(f"--{next(iter(overrides)).replace('_', '-')}: with --replay, put settings in the file")
+                raise InputError(
+                    f"--{next(iter(overrides)).replace('_', '-')}: with --replay, put settings in the file"
+                )
             draw = _replay_source(rewards)
         else:
             config, norm_by_std = _config({**overrides, "seed": args.seed}), args.norm_adv_by_std

@@ -11,8 +11,8 @@ tool one backed by recorded rewards. Either kind works in either mode.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
 
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.groups import PromptGroup, form_group, without_signal

@@ -36,7 +36,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from reinforce_ada.config import SamplerConfig
 
@@ -283,7 +284,9 @@ def plan_first_requests(tracker: PassRateTracker, keys: Sequence[str], config: S
         )
     if config.warm_start:
         return [
-            warm_start_size(tracker.pass_rate(k), config.positives_needed, config.negatives_needed, config.n, config.budget)
+            warm_start_size(
+                tracker.pass_rate(k), config.positives_needed, config.negatives_needed, config.n, config.budget
+            )
             if k in tracker
             else min(config.round_size, config.budget)
             for k in keys

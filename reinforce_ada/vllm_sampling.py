@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 ChatSampler = Callable[[Sequence[list[dict]], int], list[list[str]]]
 """``(prompts as chat messages, k) -> k response texts per prompt``."""

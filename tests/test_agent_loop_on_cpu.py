@@ -224,7 +224,9 @@ def test_v1_async_requests_each_prompt_as_the_rounds_do_and_keeps_the_same_sampl
 
     manager = v1_async_manager(SamplerConfig(mode="async"), order_seed)
     manager.generate_sequences(v1_prompts())
-    per_uid = lambda reqs: {u: [(c, o) for uu, c, o in reqs if uu == u] for u in UIDS}
+    def per_uid(reqs):
+        return {u: [(c, o) for uu, c, o in reqs if uu == u] for u in UIDS}
+
     assert per_uid(manager.requests) == {u: [r[u] for r in EXPECTED_REQUESTS if u in r] for u in UIDS}
     assert sorted(manager.cleared) == sorted(rounds.cleared)
     assert published == rounds_pools
@@ -283,7 +285,11 @@ def test_worker_keeps_concurrent_requests_apart(monkeypatch):
 
     async def generate_sequences(batch):
         for i, uid in enumerate(batch["uid"]):
-            prompt = {"uid": str(uid), "__rollout_n__": batch["__rollout_n__"][i], SESSION_OFFSET: batch[SESSION_OFFSET][i]}
+            prompt = {
+                "uid": str(uid),
+                "__rollout_n__": batch["__rollout_n__"][i],
+                SESSION_OFFSET: batch[SESSION_OFFSET][i],
+            }
             asyncio.ensure_future(worker._run_prompt(prompt, {}, {"validate": False}))
 
     worker.generate_sequences = generate_sequences

@@ -93,7 +93,9 @@ def test_async_gives_the_pools_groups_and_metrics_of_the_rounds(config, rewards,
     assert asynchronous.groups == rounds.groups  # kept indices, pool statistics, dropped
     assert without_timings(asynchronous.metrics()) == without_timings(rounds.metrics())
     # each prompt made the same requests (count, first pool index), only interleaved differently
-    per_prompt = lambda log: sorted(log, key=lambda r: (r[0], r[2]))
+    def per_prompt(log):
+        return sorted(log, key=lambda r: (r[0], r[2]))
+
     assert per_prompt(fake.submitted) == per_prompt(round_log)
     assert asynchronous.round_seconds == [] and not any(k.startswith("round_") for k in asynchronous.metrics())
 

@@ -36,7 +36,10 @@ def test_prepare_data_with_vllm(tmp_path):
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["counts"]["skipped_duplicate_id"] == 1 and report["counts"]["skipped_bad_problem"] == 1
     assert report["counts"]["skipped_missing_answer"] == 1
-    train, test = pd.read_parquet(tmp_path / "out" / "train.parquet"), pd.read_parquet(tmp_path / "out" / "test.parquet")
+    train, test = (
+        pd.read_parquet(tmp_path / "out" / "train.parquet"),
+        pd.read_parquet(tmp_path / "out" / "test.parquet"),
+    )
     assert len(train) + len(test) == 6 and len(test) == 1
     assert all(r["pass_rate"] == 0.0 for r in train["extra_info"])
     assert len((tmp_path / "out" / "pass_rates.jsonl").read_text().splitlines()) == 6

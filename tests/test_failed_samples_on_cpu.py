@@ -152,7 +152,12 @@ def test_with_failures_every_prompt_finishes_within_its_budget_and_async_matches
     rounds = run_step(keys, config, Engine(table))
     asynchronous = run_step(keys, SamplerConfig(**{**config.__dict__, "mode": "async"}), Engine(table, seed))
     for i, (s, a) in enumerate(zip(rounds.samplers, asynchronous.samplers)):
-        assert (s.rewards, s.samples_failed, s.failed, s.resolved) == (a.rewards, a.samples_failed, a.failed, a.resolved)
+        assert (s.rewards, s.samples_failed, s.failed, s.resolved) == (
+            a.rewards,
+            a.samples_failed,
+            a.failed,
+            a.resolved,
+        )
         attempts = s.drawn + s.samples_failed
         assert s.rewards == [r for r in table[i][:attempts] if r is not X]  # every good sample kept, in order
         assert s.drawn <= config.budget and s.finished

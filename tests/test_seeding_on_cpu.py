@@ -49,7 +49,9 @@ def run_sessions(worker, uid, offset, count, validate=False, shared=None):
 
     async def sessions():
         for i in range(count):
-            await worker._run_agent_loop(shared, {"validate": validate}, agent_name="single_turn", session_id=i, **prompt)
+            await worker._run_agent_loop(
+                shared, {"validate": validate}, agent_name="single_turn", session_id=i, **prompt
+            )
 
     asyncio.run(sessions())
 

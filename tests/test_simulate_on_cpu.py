@@ -86,7 +86,9 @@ def test_drop_policy_removes_unresolved_prompts(tmp_path, capsys):
 
 def test_std_division_uses_the_pool_std(tmp_path, capsys):
     rewards = at(17, 20)
-    code, out, _ = run_replay(tmp_path, spec("balance", [{"id": "p", "rewards": rewards}], norm_adv_by_std_in_grpo=True), capsys)
+    code, out, _ = run_replay(
+        tmp_path, spec("balance", [{"id": "p", "rewards": rewards}], norm_adv_by_std_in_grpo=True), capsys
+    )
     record = json.loads(out)["prompts"][0]
     pool = rewards[:24]
     mean = sum(pool) / 24

@@ -54,7 +54,9 @@ def test_state_dict_is_json_and_round_trips_exactly():
     restored.load_state_dict(state)
     keys = [f"p{i}" for i in range(8)]
     assert restored.pass_rates(keys) == tracker.pass_rates(keys)  # exact, not approx
-    assert allocate_samples(restored.pass_rates(keys), 32, 2, 32) == allocate_samples(tracker.pass_rates(keys), 32, 2, 32)
+    assert allocate_samples(restored.pass_rates(keys), 32, 2, 32) == allocate_samples(
+        tracker.pass_rates(keys), 32, 2, 32
+    )
 
 
 def test_load_state_dict_refuses_other_versions_and_bad_counts():

@@ -286,7 +286,12 @@ def test_eval_script_scores_the_trained_checkpoint_and_the_base_model(v1_run):
            "K": "2", "PASS_AT": "1,2", "MAX_TOKENS": "16", "OUTPUT": str(out / "eval"),
            "REWARD_MODULE": "reinforce_ada.tiny"}
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "eval.sh"), str(out / "checkpoints" / "global_step_3"), str(out / "tiny" / "model")],
+        [
+            "bash",
+            str(ROOT / "scripts" / "eval.sh"),
+            str(out / "checkpoints" / "global_step_3"),
+            str(out / "tiny" / "model"),
+        ],
         env=env, capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -119,7 +119,8 @@ def test_verls_own_entry_point_runs_async_warm_started_sampling_that_drops_unres
     tiny(tmp_path)
     env = {"STEPS": "3", "SAVE_FREQ": "3", "VARIANT": "pos", "ENTRY": "verl"}
     overrides = ["reinforce_ada.mode=async", "reinforce_ada.warm_start=true", "reinforce_ada.unresolved=drop",
-                 "reinforce_ada.max_rounds=2", f"reward.custom_reward_function.path={ROOT / 'tests' / 'flaky_reward.py'}",
+                 "reinforce_ada.max_rounds=2",
+                 f"reward.custom_reward_function.path={ROOT / 'tests' / 'flaky_reward.py'}",
                  *CLUSTER_SHAPED]
     records, log = finish(start(tmp_path, "warm", env, *overrides), tmp_path, "warm")
     assert [r["step"] for r in records] == [1, 2, 3]
@@ -138,7 +139,13 @@ def test_verls_own_entry_point_runs_async_warm_started_sampling_that_drops_unres
     # the flaky reward (about 8% of calls fail) ends no step: failed samples are redrawn and counted
     assert sum(step["reinforce_ada/samples_failed"] for step in data.values()) > 0
     # two of every worker ran (the async requests went to both agent-loop workers)
-    for actor in ("WorkerDict", "vLLMHttpServer", "_AdaptiveAgentLoopWorkerTQ", "RewardLoopWorker", "SimpleStorageUnit"):
+    for actor in (
+        "WorkerDict",
+        "vLLMHttpServer",
+        "_AdaptiveAgentLoopWorkerTQ",
+        "RewardLoopWorker",
+        "SimpleStorageUnit",
+    ):
         assert len(set(re.findall(rf"\({actor} pid=(\d+)", log))) == 2, actor
     assert (tmp_path / "checkpoints" / "global_step_3" / "actor" / "model_world_size_2_rank_1.pt").exists()
 

@@ -106,7 +106,9 @@ def test_reference_without_global_stats_keeps_grpo_baseline():
 
 
 def test_reference_choice_is_checked():
-    cfg = load_verl("+algorithm.multiround_adaptive_downsampling=True", "+algorithm.reinforce_ada_choice=positive-focused")
+    cfg = load_verl(
+        "+algorithm.multiround_adaptive_downsampling=True", "+algorithm.reinforce_ada_choice=positive-focused"
+    )
     with pytest.raises(ConfigError, match="^algorithm.reinforce_ada_choice:"):
         prepare_config(cfg)
 
@@ -164,11 +166,19 @@ def test_est_and_warm_start_settings_reach_the_sampler_and_the_checkpoint_hook()
         (["reinforce_ada.warm_start=true", "trainer.use_v1=false"], "trainer.use_v1:"),
         (["reinforce_ada.variant=est", "algorithm.adv_estimator=grpo"], "algorithm.adv_estimator:"),
         (["reinforce_ada.variant=est", "algorithm.norm_adv_by_std_in_grpo=true"], "algorithm.norm_adv_by_std_in_grpo:"),
-        (["reinforce_ada.variant=est", "reinforce_ada.min_samples_per_prompt=8"], "reinforce_ada.min_samples_per_prompt:"),
+        (
+            ["reinforce_ada.variant=est", "reinforce_ada.min_samples_per_prompt=8"],
+            "reinforce_ada.min_samples_per_prompt:",
+        ),
         (["reinforce_ada.variant=est", "reinforce_ada.warm_start=true"], "reinforce_ada.warm_start:"),
         (["reinforce_ada.tracker_decay=0"], "reinforce_ada.tracker_decay:"),
-        (["reinforce_ada.variant=est", "trainer.checkpoint_callback_class=verl.trainer.ppo.checkpoint_callback.CheckpointCallback"],
-         "trainer.checkpoint_callback_class:"),
+        (
+            [
+                "reinforce_ada.variant=est",
+                "trainer.checkpoint_callback_class=verl.trainer.ppo.checkpoint_callback.CheckpointCallback",
+            ],
+            "trainer.checkpoint_callback_class:",
+        ),
         (["reinforce_ada.variant=est", "trainer.checkpoint_callback_class=no.such.Callback"],
          "trainer.checkpoint_callback_class:"),
     ],
@@ -201,5 +211,7 @@ def test_storage_capacity_check_counts_the_cap_and_can_be_lifted():
     cfg = load("actor_rollout_ref.rollout.n=4", "data.train_batch_size=4096",
                "transfer_queue.backend.SimpleStorage.total_storage_size=null")
     prepare_config(cfg)
-    with pytest.raises(ConfigError, match=r"= 131072 samples, more than the 100000 it holds; raise it to at least 131072"):
+    with pytest.raises(
+        ConfigError, match=r"= 131072 samples, more than the 100000 it holds; raise it to at least 131072"
+    ):
         prepare_config(load("actor_rollout_ref.rollout.n=4", "data.train_batch_size=4096"))
