@@ -55,8 +55,8 @@ def prompt_weight(pool_mean: float, config: SamplerConfig) -> float:
     """w(p) of ``config.prompt_weight`` (``"auto"`` resolved for the variant), with p the pool's
     mean reward clamped to eps.
 
-    Est's weight is 1/sqrt(max(p, eps)): eps is a floor rather than SPEC.md's offset
-    1/sqrt(p + eps). They differ only for p < eps, and a pool of N <= 1/eps samples with any
+    Est's weight is 1/sqrt(max(p, eps)): eps is a floor rather than an offset, 1/sqrt(p + eps),
+    as the paper writes it (docs/algorithm.md). They differ only for p < eps, and a pool of N <= 1/eps samples with any
     correct one has p >= 1/N >= eps, while an all-incorrect pool has zero advantages anyway.
     """
     rule = config.weight_rule

@@ -25,7 +25,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    """Reinforce-Ada settings: Seq (SPEC.md section 2; reference defaults) and Est (section 3).
+    """Reinforce-Ada settings: Seq (reference defaults) and Est; docs/algorithm.md explains each.
 
     Attributes:
         n: Group size kept per prompt for the update (verl's ``rollout.n``).

@@ -1,4 +1,4 @@
-"""Per-prompt pass-rate tracker across training steps, and what it decides (SPEC.md section 3).
+"""Per-prompt pass-rate tracker across training steps, and what it decides (docs/algorithm.md, Est).
 
 Pure Python: no verl, Ray or torch. Reinforce-Ada-Est sizes each prompt's sampling from an
 estimate of its pass rate carried over from earlier steps; warm-started Reinforce-Ada-Seq sizes

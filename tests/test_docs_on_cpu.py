@@ -1,0 +1,82 @@
+"""The documentation stays true to the code: the configuration reference, links, and the front door's size."""
+
+import dataclasses
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from reinforce_ada.config import SamplerConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+
+
+def configuration_table() -> dict[str, str]:
+    """``{key: default cell}`` of the reinforce_ada rows of docs/configuration.md, backticks removed."""
+    rows = re.findall(r"^\| `reinforce_ada\.(\w+)` \| ([^|]+) \|", (ROOT / "docs" / "configuration.md").read_text(), re.M)
+    return {key: cell.strip().replace("`", "") for key, cell in rows}
+
+
+def yaml_section() -> dict:
+    return yaml.safe_load((ROOT / "configs" / "reinforce_ada.yaml").read_text())["reinforce_ada"]
+
+
+def test_the_configuration_reference_the_yaml_and_the_sampler_config_agree():
+    table, section = configuration_table(), yaml_section()
+    fields = {f.name: f.default for f in dataclasses.fields(SamplerConfig) if f.name != "n"}  # n is rollout.n
+    assert set(table) == set(section) == set(fields) | {"enable"}, (
+        set(table) ^ set(section),
+        set(section) ^ (set(fields) | {"enable"}),
+    )
+    for key, value in section.items():
+        if key != "enable":
+            assert value == fields[key], f"{key}: the YAML says {value!r}, SamplerConfig {fields[key]!r}"
+        if value is None:
+            continue  # the table describes what null means (e.g. "n//2 (balance)")
+        shown = str(value).lower() if isinstance(value, bool) else str(value)
+        assert table[key] == shown, f"reinforce_ada.{key}: docs/configuration.md says {table[key]!r}, the YAML {shown!r}"
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_relative_link_in_the_docs_points_at_a_file_and_heading_that_exist():
+    broken = []
+    for page in [ROOT / "README.md", *DOCS]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            if not file.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and file.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", file.read_text(), re.M)
+                if anchor not in {slug(h) for h in headings}:
+                    broken.append(f"{page.name}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_no_tracked_file_cites_a_document_the_repository_does_not_hold():
+    names = ["SPEC" + ".md", "STACK" + ".md"]  # split, so that this file does not cite them itself
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    citing = [
+        name
+        for name in tracked
+        if (ROOT / name).is_file()
+        and (ROOT / name).suffix in {".py", ".md", ".sh", ".yaml", ".toml", ".txt"}
+        and any(doc in (ROOT / name).read_text(errors="ignore") for doc in names)
+    ]
+    assert citing == []
+
+
+def test_the_readme_is_a_front_door():
+    text = (ROOT / "README.md").read_text()
+    assert len(text) < 12_000
+    assert "bash scripts/demo.sh" in text and "bash scripts/test.sh" in text  # the two commands
+    assert "bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
