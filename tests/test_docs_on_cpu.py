@@ -15,7 +15,8 @@ DOCS = sorted((ROOT / "docs").glob("*.md"))
 
 def configuration_table() -> dict[str, str]:
     """``{key: default cell}`` of the reinforce_ada rows of docs/configuration.md, backticks removed."""
-    rows = re.findall(r"^\| `reinforce_ada\.(\w+)` \| ([^|]+) \|", (ROOT / "docs" / "configuration.md").read_text(), re.M)
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    rows = re.findall(r"^\| `reinforce_ada\.(\w+)` \| ([^|]+) \|", text, re.M)
     return {key: cell.strip().replace("`", "") for key, cell in rows}
 
 
@@ -36,7 +37,7 @@ def test_the_configuration_reference_the_yaml_and_the_sampler_config_agree():
         if value is None:
             continue  # the table describes what null means (e.g. "n//2 (balance)")
         shown = str(value).lower() if isinstance(value, bool) else str(value)
-        assert table[key] == shown, f"reinforce_ada.{key}: docs/configuration.md says {table[key]!r}, the YAML {shown!r}"
+        assert table[key] == shown, f"reinforce_ada.{key}: docs/configuration.md says {table[key]!r}, YAML {shown!r}"
 
 
 def slug(heading: str) -> str:
