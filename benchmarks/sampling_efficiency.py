@@ -349,11 +349,11 @@ def main(argv=None) -> None:
         "Tracker defaults: lambda 0.5 per visit, Beta(1, 1) prior.\n\n"
         f"{tracked}\n\n"
         "Reading: Est's 1/sqrt(p_hat) allocation targets the variance of the log-objective gradient "
-        "(docs/algorithm.md, Est), which these columns do not measure. At GRPO-4's budget it reaches more hard "
-        "prompts but forms fewer mixed groups than GRPO-4, since it spends on prompts near p = 0 and leaves easy "
-        "ones N_min = 2; with the true pass rates it does so more sharply than with the tracker, whose prior and decay keep "
-        "estimates off the extremes. Warm start cuts each prompt's requests, not the batch's rounds: with this many "
-        "prompts a step, some prompt still needs all R rounds.\n"
+        "(docs/algorithm.md, Est), which these columns do not measure. At GRPO-4's budget it reaches more "
+        "hard prompts but forms fewer mixed groups than GRPO-4, since it spends on prompts near p = 0 and "
+        "leaves easy ones N_min = 2; with the true pass rates it does so more sharply than with the tracker, "
+        "whose prior and decay keep estimates off the extremes. Warm start cuts each prompt's requests, not "
+        "the batch's rounds: with this many prompts a step, some prompt still needs all R rounds.\n"
     )
     print(body)
     if args.write:
