@@ -63,7 +63,8 @@ def time_sampler(prompts: int, seed: int) -> tuple[float, dict]:
 def time_estimators(pools: dict, seed: int) -> tuple[float, float]:
     from verl.trainer.ppo import core_algos
 
-    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage, publish_pools
+    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage
+    from reinforce_ada.handover import publish_pools
 
     g = torch.Generator().manual_seed(seed)
     uids = np.repeat(np.array(list(pools), dtype=object), 4)

@@ -44,9 +44,10 @@ def measure(prompts: int, ref: str | None, seed: int) -> dict:
     from reinforce_ada.config import SamplerConfig
 
     if ref is None:
-        from reinforce_ada import agent_loop as module
+        from reinforce_ada import agent_loop_legacy as module
     else:
         source = subprocess.run(
+            # where the legacy manager lived before it got a module of its own
             ["git", "show", f"{ref}:reinforce_ada/agent_loop.py"], cwd=ROOT, check=True, capture_output=True, text=True
         ).stdout
         spec = importlib.util.spec_from_loader("reinforce_ada._agent_loop_at_ref", loader=None)
@@ -80,7 +81,8 @@ def measure(prompts: int, ref: str | None, seed: int) -> dict:
             meta_info={"timing": {}, "reward_extra_keys": []},
         )
 
-    manager = object.__new__(module._AdaptiveManagerLegacy)
+    # the legacy manager, under its name then or now
+    manager = object.__new__(getattr(module, "AdaptiveManagerLegacy", None) or module._AdaptiveManagerLegacy)
     manager.sampler_config, manager.reward_name = config, "the benchmark reward"
     manager._generate_round = types.MethodType(generate_round, manager)
     uids = np.array([str(p) for p in range(prompts) for _ in range(n)], dtype=object)

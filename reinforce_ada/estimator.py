@@ -5,34 +5,23 @@ every process that imported the package (the package's ``verl.plugins`` entry po
 ``import verl`` do that everywhere). Registering again, e.g. after a module reload, replaces
 our own earlier function instead of raising verl's "already registered" error.
 
-How the pool statistics reach it: verl hands an estimator only the rewards, the response mask,
-the ``algorithm`` config and each sample's ``uid`` (as ``index``). The uid is the one
-per-sample field that every trainer carries unchanged through reordering, balancing and
-storage, and in both verl trainers the rollout manager and the advantage computation run in
-the same process (the Ray TaskRunner). So the adaptive rollout publishes each prompt's
-:class:`PoolStats` under its uid with :func:`publish_pools`, and the estimator looks them up.
+The pool statistics reach it through :mod:`reinforce_ada.handover`: verl hands an estimator
+only the rewards, the response mask, the ``algorithm`` config and each sample's ``uid`` (as
+``index``), and the adaptive rollout publishes each prompt's :class:`PoolStats` there under its uid.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
+from reinforce_ada import handover
 from reinforce_ada.advantage import PoolStats, outcome_advantages
 
 NAME = "reinforce_ada"
-
-_published_pools: dict[str, PoolStats] = {}
-
-
-def publish_pools(pools: Mapping[str, PoolStats]) -> None:
-    """Makes one step's pool statistics, by uid, the ones the estimator uses (replacing the last)."""
-    _published_pools.clear()
-    _published_pools.update(pools)
 
 
 def compute_reinforce_ada_outcome_advantage(
@@ -49,7 +38,7 @@ def compute_reinforce_ada_outcome_advantage(
         token_level_rewards: Shape (bs, response_length); summed to one score per sample.
         response_mask: Shape (bs, response_length).
         index: The uid of each sample, shape (bs,). Its pool statistics must have been
-            published with :func:`publish_pools`, except for samples with an all-zero
+            published with :func:`reinforce_ada.handover.publish_pools`, except for samples with an all-zero
             response mask (verl's padding rows), which get a zero advantage.
         epsilon: Added to the pool std when dividing by it.
         config: verl's ``algorithm`` config; ``norm_adv_by_std_in_grpo`` switches the std
@@ -64,7 +53,7 @@ def compute_reinforce_ada_outcome_advantage(
     has_response = (response_mask.sum(dim=-1) > 0).tolist()
     pools = []
     for uid, real in zip(index, has_response):
-        stats = _published_pools.get(uid)
+        stats = handover.pool_stats(uid)
         if stats is None:
             if real:
                 raise ValueError(

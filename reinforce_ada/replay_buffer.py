@@ -9,7 +9,7 @@ the kept samples in TransferQueue.
 
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from reinforce_ada.agent_loop import pop_step_metrics
+from reinforce_ada.handover import pop_step_metrics
 
 
 class ReinforceAdaReplayBuffer(ReplayBuffer):

@@ -27,21 +27,22 @@ EXPECTED_KEPT = {"easy": [0, 1, 2, 4], "late": [0, 1, 17, 20], "never": [0, 1, 2
 
 @pytest.fixture
 def published():
-    import reinforce_ada.agent_loop as agent_loop
-    from reinforce_ada import estimator
+    """The pool statistics the rollout hands to the estimator (cleared after the test, with the metrics)."""
+    from reinforce_ada import handover
 
-    yield estimator._published_pools
-    estimator._published_pools.clear()
-    agent_loop.pop_step_metrics()
+    yield handover._pools
+    handover.publish({}, {})
+    handover.pop_step_metrics()
 
 
 def v1_manager(config, drop_session=None, rewards=None):
     """The V1 manager on fake workers; ``drop_session`` (uid, session) or a set of them come back without a record."""
-    from reinforce_ada.agent_loop import SESSION_OFFSET, SampleRecord, _AdaptiveManagerV1
+    from reinforce_ada.agent_loop_v1 import SESSION_OFFSET, AdaptiveManagerV1
+    from reinforce_ada.rollout import SampleRecord
 
     rewards = rewards or REWARDS
     dropped = drop_session if isinstance(drop_session, set) else {drop_session}
-    manager = object.__new__(_AdaptiveManagerV1)
+    manager = object.__new__(AdaptiveManagerV1)
     manager.sampler_config, manager.reward_name = config, "the test reward"
     manager.tracker, manager._tracker_checked = make_tracker(config), True  # a fresh run, nothing to restore
     manager.requests, manager.cleared = [], []
@@ -73,7 +74,7 @@ def v1_prompts(step=7):
 
 
 def test_v1_requests_exactly_the_active_prompts_each_round(published):
-    from reinforce_ada.agent_loop import pop_step_metrics
+    from reinforce_ada.handover import pop_step_metrics
 
     manager = v1_manager(SamplerConfig())
     manager.generate_sequences(v1_prompts())
@@ -100,7 +101,7 @@ def test_v1_drop_policy_clears_every_sample_of_unresolved_prompts(published):
 
 
 def test_v1_failed_sample_is_redrawn_by_the_next_request_and_counted(published, capsys):
-    from reinforce_ada.agent_loop import pop_step_metrics
+    from reinforce_ada.handover import pop_step_metrics
 
     manager = v1_manager(SamplerConfig(), drop_session=("late", 10))
     manager.generate_sequences(v1_prompts())
@@ -115,7 +116,7 @@ def test_v1_failed_sample_is_redrawn_by_the_next_request_and_counted(published, 
 
 
 def test_v1_non_finite_score_counts_as_failed_and_its_sample_is_cleared(published, capsys):
-    from reinforce_ada.agent_loop import pop_step_metrics
+    from reinforce_ada.handover import pop_step_metrics
 
     rewards = {**REWARDS, "easy": [1, float("nan")] + REWARDS["easy"][2:]}
     manager = v1_manager(SamplerConfig(), rewards=rewards)
@@ -126,7 +127,7 @@ def test_v1_non_finite_score_counts_as_failed_and_its_sample_is_cleared(publishe
 
 
 def test_v1_prompt_whose_redraw_fails_keeps_what_it_has(published):
-    from reinforce_ada.agent_loop import pop_step_metrics
+    from reinforce_ada.handover import pop_step_metrics
 
     manager = v1_manager(SamplerConfig(), drop_session={("late", 3), ("late", 8)})
     manager.generate_sequences(v1_prompts())
@@ -138,7 +139,7 @@ def test_v1_prompt_whose_redraw_fails_keeps_what_it_has(published):
 
 
 def test_v1_step_where_every_prompt_is_dropped_trains_with_zero_advantage(published, capsys):
-    from reinforce_ada.agent_loop import pop_step_metrics
+    from reinforce_ada.handover import pop_step_metrics
 
     manager = v1_manager(SamplerConfig(unresolved="drop", threshold=1.0))  # nothing is ever correct
     manager.generate_sequences(v1_prompts())
@@ -171,7 +172,7 @@ def test_v1_validation_batches_go_to_verl_unchanged(monkeypatch):
 
 
 def fake_records(uid, count, offset, drop_session=None):
-    from reinforce_ada.agent_loop import SampleRecord
+    from reinforce_ada.rollout import SampleRecord
 
     return [
         SampleRecord(uid, s, float(REWARDS[uid][s]), 1, 0.001, {"no_answer": 1.0 - REWARDS[uid][s]})
@@ -184,9 +185,9 @@ def v1_async_manager(config, order_seed, drop_session=None, workers=2):
     """The V1 manager in async mode on a fake engine that finishes requests in a random order."""
     import random
 
-    from reinforce_ada.agent_loop import SESSION_OFFSET, _AdaptiveManagerV1
+    from reinforce_ada.agent_loop_v1 import SESSION_OFFSET, AdaptiveManagerV1
 
-    manager = object.__new__(_AdaptiveManagerV1)
+    manager = object.__new__(AdaptiveManagerV1)
     manager.sampler_config, manager.reward_name = config, "the test reward"
     manager.tracker, manager._tracker_checked = make_tracker(config), True
     manager.agent_loop_workers = [object()] * workers
@@ -215,7 +216,7 @@ def v1_async_manager(config, order_seed, drop_session=None, workers=2):
 
 @pytest.mark.parametrize("order_seed", range(5))
 def test_v1_async_requests_each_prompt_as_the_rounds_do_and_keeps_the_same_samples(published, order_seed, capsys):
-    from reinforce_ada.agent_loop import pop_step_metrics
+    from reinforce_ada.handover import pop_step_metrics
 
     rounds = v1_manager(SamplerConfig())
     rounds.generate_sequences(v1_prompts())
@@ -242,7 +243,7 @@ def test_v1_async_requests_each_prompt_as_the_rounds_do_and_keeps_the_same_sampl
 
 
 def test_v1_async_failed_sample_is_redrawn_as_in_the_rounds(published):
-    from reinforce_ada.agent_loop import pop_step_metrics
+    from reinforce_ada.handover import pop_step_metrics
 
     manager = v1_async_manager(SamplerConfig(mode="async"), 0, drop_session=("late", 10))
     manager.generate_sequences(v1_prompts())
@@ -258,7 +259,7 @@ def test_worker_keeps_concurrent_requests_apart(monkeypatch):
 
     from verl.utils import tensordict_utils as tu
 
-    from reinforce_ada.agent_loop import SESSION_OFFSET, _AdaptiveAgentLoopWorkerTQ
+    from reinforce_ada.agent_loop_v1 import SESSION_OFFSET, _AdaptiveAgentLoopWorkerTQ
 
     base = _AdaptiveAgentLoopWorkerTQ.__mro__[1]
     rng = random.Random(0)
@@ -314,9 +315,9 @@ def test_worker_keeps_concurrent_requests_apart(monkeypatch):
 def legacy_manager(config):
     from verl.protocol import DataProto
 
-    from reinforce_ada.agent_loop import _AdaptiveManagerLegacy
+    from reinforce_ada.agent_loop_legacy import AdaptiveManagerLegacy
 
-    manager = object.__new__(_AdaptiveManagerLegacy)
+    manager = object.__new__(AdaptiveManagerLegacy)
     manager.sampler_config, manager.reward_name = config, "the test reward"
     manager.requests = []
     drawn = {u: 0 for u in UIDS}
@@ -389,7 +390,7 @@ def test_legacy_non_finite_score_is_an_error_naming_the_reward_and_the_way_out(p
 def test_one_round_of_n_is_grpo_on_the_adaptive_path(published):
     """round_size=n, max_rounds=1: one request of n per prompt, every sample kept, the pool is the group (so
     algorithm.adv_estimator=grpo computes verl's GRPO advantages), and a sampling seed can apply to GRPO too."""
-    from reinforce_ada.agent_loop import pop_step_metrics
+    from reinforce_ada.handover import pop_step_metrics
 
     manager = v1_manager(SamplerConfig(n=4, round_size=4, max_rounds=1))
     manager.generate_sequences(v1_prompts())

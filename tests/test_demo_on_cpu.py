@@ -7,7 +7,7 @@ import sys
 import pandas as pd
 import pytest
 
-from reinforce_ada import demo, demo_task
+from reinforce_ada import demo, demo_report, demo_task
 from reinforce_ada.reward import compute_score
 
 
@@ -56,7 +56,7 @@ def test_step_table_counts_samples_and_reads_both_methods_rewards():
                             "reinforce_ada/samples_total": 24.0, "val-core/arithmetic/reward/mean@4": 0.35}),
         ],
     }
-    table = demo.step_table(runs, base_accuracy=0.1, size=size)
+    table = demo_report.step_table(runs, base_accuracy=0.1, size=size)
     grpo = [r for r in table if r["method"] == "GRPO-n4"]
     ada = [r for r in table if r["method"] == "Reinforce-Ada-balance"]
     assert [r["samples_cumulative"] for r in grpo] == [0, 8, 16]  # batch 2 x n 4 per step
@@ -68,18 +68,18 @@ def test_step_table_counts_samples_and_reads_both_methods_rewards():
 def test_report_files_are_written_from_a_table(tmp_path):
     size = demo.DemoSize(batch=2, steps=1, eval_k=4)
     runs = {"GRPO-n4": [_verl_row(1, **{"critic/score/mean": 0.25, "val-core/arithmetic/reward/mean@4": 0.3})]}
-    table = demo.step_table(runs, base_accuracy=0.1, size=size)
-    demo.write_csv(table, tmp_path / "metrics.csv")
-    demo.plot_curves(table, size, tmp_path / "curves.png")
+    table = demo_report.step_table(runs, base_accuracy=0.1, size=size)
+    demo_report.write_csv(table, tmp_path / "metrics.csv")
+    demo_report.plot_curves(table, size, tmp_path / "curves.png")
     base = [{"question": "1 + 1", "level": 1, "pass_rate": 0.75}, {"question": "10 + 90", "level": 4, "pass_rate": 0.0}]
-    demo.plot_base_histogram(base, size, tmp_path / "hist.png")
-    assert demo.histogram_counts(base, size) == {"0/4": 1, "1/4": 0, "2/4": 0, "3/4": 1, "4/4": 0}
+    demo_report.plot_base_histogram(base, size, tmp_path / "hist.png")
+    assert demo_report.histogram_counts(base, size) == {"0/4": 1, "1/4": 0, "2/4": 0, "3/4": 1, "4/4": 0}
     summary = {
         "date": "2026-11-30", "machine": "test", "seed": 0, "base_accuracy": 0.1, "total_seconds": 100.0,
         "phases": {"training GRPO-n4": 50.0},
         "methods": {"GRPO-n4": {"final_accuracy": 0.3, "samples": 8, "wall_seconds": 50.0, "mean_step_seconds": 11.0}},
     }
-    text = demo.report(summary, base, size)
+    text = demo_report.report(summary, base, size)
     assert "| GRPO-n4 | 10.0% | 30.0% | +20.0 pts | 8 |" in text
     assert len(pd.read_csv(tmp_path / "metrics.csv")) == 2
     assert (tmp_path / "curves.png").stat().st_size > 10_000 and (tmp_path / "hist.png").stat().st_size > 5_000

@@ -32,7 +32,7 @@ def prompts_with_messages(step):
 
 
 def test_est_makes_one_request_of_the_allocation_and_keeps_everything(published, capsys):  # noqa: F811
-    from reinforce_ada.agent_loop import pop_step_metrics
+    from reinforce_ada.handover import pop_step_metrics
 
     manager = v1_manager(SamplerConfig(variant="est"))
     manager.tracker.update(KEYS["never"], 16, 0)  # hard: gets the most

@@ -26,7 +26,7 @@ def random_batch(seed, num_prompts=6, group=4, length=7, binary=True):
 
 
 def publish_own_groups(rewards, uids):
-    from reinforce_ada.estimator import publish_pools
+    from reinforce_ada.handover import publish_pools
 
     scores = defaultdict(list)
     for uid, score in zip(uids, rewards.sum(-1).tolist()):
@@ -56,7 +56,7 @@ def test_equals_verl_grpo_when_the_pool_is_the_group(restore_verl_registries, se
 def test_baseline_comes_from_the_pool_not_the_kept_group(restore_verl_registries):
     from verl.trainer.ppo import core_algos
 
-    from reinforce_ada.estimator import publish_pools
+    from reinforce_ada.handover import publish_pools
 
     # kept 2 correct + 2 wrong out of a pool of 32 with 4 correct: baseline 1/8, not 1/2
     publish_pools({"p": PoolStats.from_rewards([1.0] * 4 + [0.0] * 28)})
@@ -71,7 +71,8 @@ def test_baseline_comes_from_the_pool_not_the_kept_group(restore_verl_registries
 
 
 def test_prompt_weight_scales_the_advantages(restore_verl_registries):
-    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage, publish_pools
+    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage
+    from reinforce_ada.handover import publish_pools
 
     publish_pools({"p": PoolStats.from_rewards([1.0] + [0.0] * 7, weight=8.0)})
     uids = np.array(["p"] * 2, dtype=object)
@@ -82,7 +83,8 @@ def test_prompt_weight_scales_the_advantages(restore_verl_registries):
 
 
 def test_samples_without_published_pools_are_refused_with_the_fix(restore_verl_registries):
-    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage, publish_pools
+    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage
+    from reinforce_ada.handover import publish_pools
 
     publish_pools({"b": PoolStats.from_rewards([1.0, 0.0])})
     with pytest.raises(ValueError, match="reinforce_ada.enable=true"):
@@ -90,7 +92,8 @@ def test_samples_without_published_pools_are_refused_with_the_fix(restore_verl_r
 
 
 def test_padding_rows_need_no_pool_and_get_zero_advantage(restore_verl_registries):
-    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage, publish_pools
+    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage
+    from reinforce_ada.handover import publish_pools
 
     publish_pools({"p": PoolStats.from_rewards([1.0, 0.0])})
     mask = torch.tensor([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0]])

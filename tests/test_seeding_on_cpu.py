@@ -28,7 +28,7 @@ def test_sampling_seed_is_a_non_negative_integer():
 
 
 def v1_worker(monkeypatch, run_seed):
-    from reinforce_ada.agent_loop import _AdaptiveAgentLoopWorkerTQ
+    from reinforce_ada.agent_loop_v1 import _AdaptiveAgentLoopWorkerTQ
 
     seen = []
 
@@ -42,7 +42,7 @@ def v1_worker(monkeypatch, run_seed):
 
 
 def run_sessions(worker, uid, offset, count, validate=False, shared=None):
-    from reinforce_ada.agent_loop import SESSION_OFFSET
+    from reinforce_ada.agent_loop_v1 import SESSION_OFFSET
 
     shared = {} if shared is None else shared
     prompt = {"uid": uid, "raw_prompt": MESSAGES[uid], "data_source": "tiny", "global_steps": 3, SESSION_OFFSET: offset}
@@ -81,10 +81,10 @@ def test_v1_validation_and_an_unset_seed_leave_vllm_unseeded(monkeypatch):
 def test_legacy_rows_carry_the_seed_of_their_pool_index_across_rounds():
     from verl.protocol import DataProto
 
-    from reinforce_ada.agent_loop import SAMPLE_SEED, _AdaptiveManagerLegacy
+    from reinforce_ada.agent_loop_legacy import SAMPLE_SEED, AdaptiveManagerLegacy
 
     rewards = {"a": [0.0] * 8 + [1.0, 0.0, 1.0, 0.0] + [0.0] * 4, "b": [1.0, 0.0] * 4}
-    manager = object.__new__(_AdaptiveManagerLegacy)
+    manager = object.__new__(AdaptiveManagerLegacy)
     manager.sampler_config = SamplerConfig(n=4, round_size=8, max_rounds=2, sampling_seed=7)
     manager.reward_name = "the test reward"
     seeds: dict[str, list[int]] = {"a": [], "b": []}
