@@ -8,18 +8,20 @@ groups; this harness measures the peak resident memory of one step's ``generate_
 (above the memory held before it) on a fake engine that returns samples of realistic size
 (1,024 prompt and 2,048 response tokens, the tensors verl's agent loop returns), with each
 prompt's pass rate drawn from Beta(0.5, 2) (early training: most prompts need several rounds).
-Each measurement runs in a fresh process. ``--compare-ref`` also measures the manager as it was
-at that git revision, on the same rewards.
+Each measurement runs in a fresh process. ``--compare-ref`` also measures the package as it was
+at that git revision (unpacked with ``git archive``), on the same rewards.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,8 +35,8 @@ def sample_bytes() -> int:
 
 
 def measure(prompts: int, ref: str | None, seed: int) -> dict:
-    """Runs in the child process: one step of the legacy manager (current code, or ``ref``'s)."""
-    import importlib.util
+    """Runs in the child process: one step of the legacy manager (of the package it imports: this
+    tree's, or with ``--compare-ref`` the one :func:`run_child` unpacked from that revision)."""
     import types
 
     import numpy as np
@@ -43,16 +45,10 @@ def measure(prompts: int, ref: str | None, seed: int) -> dict:
 
     from reinforce_ada.config import SamplerConfig
 
-    if ref is None:
-        from reinforce_ada import agent_loop_legacy as module
-    else:
-        source = subprocess.run(
-            # where the legacy manager lived before it got a module of its own
-            ["git", "show", f"{ref}:reinforce_ada/agent_loop.py"], cwd=ROOT, check=True, capture_output=True, text=True
-        ).stdout
-        spec = importlib.util.spec_from_loader("reinforce_ada._agent_loop_at_ref", loader=None)
-        module = importlib.util.module_from_spec(spec)
-        exec(compile(source, f"{ref}:reinforce_ada/agent_loop.py", "exec"), module.__dict__)
+    try:
+        from reinforce_ada.agent_loop_legacy import AdaptiveManagerLegacy as manager_class
+    except ImportError:  # a revision from before the legacy rollout had a module of its own
+        from reinforce_ada.agent_loop import _AdaptiveManagerLegacy as manager_class
 
     config = SamplerConfig()  # balance, n 4, M 8, R 4: the reference settings
     rng = np.random.default_rng(seed)
@@ -81,8 +77,7 @@ def measure(prompts: int, ref: str | None, seed: int) -> dict:
             meta_info={"timing": {}, "reward_extra_keys": []},
         )
 
-    # the legacy manager, under its name then or now
-    manager = object.__new__(getattr(module, "AdaptiveManagerLegacy", None) or module._AdaptiveManagerLegacy)
+    manager = object.__new__(manager_class)
     manager.sampler_config, manager.reward_name = config, "the benchmark reward"
     manager._generate_round = types.MethodType(generate_round, manager)
     uids = np.array([str(p) for p in range(prompts) for _ in range(n)], dtype=object)
@@ -104,10 +99,19 @@ def measure(prompts: int, ref: str | None, seed: int) -> dict:
 
 
 def run_child(prompts: int, ref: str | None, seed: int) -> dict:
+    """:func:`measure` in a fresh process; with ``ref``, on the package as it was at that revision."""
     command = [sys.executable, __file__, "--child", "--prompts", str(prompts), "--seed", str(seed)]
-    if ref:
-        command += ["--compare-ref", ref]
-    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as tree:
+        if ref:
+            archive = subprocess.run(
+                ["git", "archive", ref, "reinforce_ada"], cwd=ROOT, check=True, capture_output=True
+            )
+            subprocess.run(["tar", "-x", "-C", tree], input=archive.stdout, check=True)
+            env["REINFORCE_ADA_TREE"] = tree  # the child imports reinforce_ada from here
+        proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: the measurement{f' at {ref}' if ref else ''} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -154,4 +158,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
+    if os.environ.get("REINFORCE_ADA_TREE"):
+        sys.path.insert(0, os.environ["REINFORCE_ADA_TREE"])
     main()
