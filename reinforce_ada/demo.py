@@ -18,7 +18,7 @@ Phases, each showing its progress:
    settings) and ``summary.json``.
 
 Everything lands in ``--output`` (default ``outputs/demo``); each trainer's full log is in
-``logs/``. The default size took 26 minutes on 2 cores (2026-12-01); ``--quick`` runs every phase once.
+``logs/``. docs/demo.md has the default size's runs; ``--quick`` runs every phase once.
 """
 
 from __future__ import annotations
@@ -184,8 +184,7 @@ def trainer_command(
         "actor_rollout_ref.actor.loss_agg_mode=token-mean", "actor_rollout_ref.actor.entropy_coeff=0",
         "actor_rollout_ref.actor.use_kl_loss=false", "actor_rollout_ref.actor.use_torch_compile=false",
         "actor_rollout_ref.actor.fsdp_config.use_torch_compile=false",
-        # fp32 throughout: on a CPU without AMX, bf16 autocast made forward+backward 1.75x slower
-        # and bf16 vLLM generation 1.4x slower (measured here, 2026-11-30)
+        # fp32 throughout: on a CPU without AMX bf16 is slower in both the update and vLLM (docs/cpu.md)
         "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}",
         "actor_rollout_ref.rollout.dtype=float32",
         "algorithm.norm_adv_by_std_in_grpo=false", "algorithm.use_kl_in_reward=false",

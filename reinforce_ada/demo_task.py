@@ -3,7 +3,7 @@
     python -m reinforce_ada.demo_task OUT_DIR [--train 256] [--test 64] [--seed 0]
 
 Questions come in levels that SmolLM2-135M-Instruct solves at very different rates when it
-samples at temperature 1.0 (measured on 5 questions x 8 samples per level, 2026-11-30):
+samples at temperature 1.0 (5 questions x 8 samples per level; docs/demo.md has the held-out set's):
 
 =====  ====================  ==========  ==================================
 level  question              example     base pass rate

