@@ -30,7 +30,7 @@ from reinforce_ada.rollout import (
 )
 from reinforce_ada.sampling import RewardError
 from reinforce_ada.seeding import sample_seed
-from reinforce_ada.tracker import prompt_identity
+from reinforce_ada.tracker import prompt_identities
 
 SAMPLE_SEED = "__reinforce_ada_sample_seed__"
 
@@ -157,8 +157,7 @@ class _RowSeeds:
                 "reinforce_ada.sampling_seed needs each prompt's `raw_prompt` (verl's RLHFDataset provides it) to "
                 "seed its samples the same in every run"
             )
-        sources = base.non_tensor_batch.get("data_source", [None] * len(base))
-        self.keys = [prompt_identity(m, s) for m, s in zip(base.non_tensor_batch["raw_prompt"], sources)]
+        self.keys = prompt_identities(base.non_tensor_batch["raw_prompt"], base.non_tensor_batch.get("data_source"))
 
     def __bool__(self) -> bool:
         return self.run_seed is not None

@@ -43,7 +43,13 @@ from reinforce_ada.rollout import (
 )
 from reinforce_ada.sampling import FAILED
 from reinforce_ada.seeding import sample_seed
-from reinforce_ada.tracker import PassRateTracker, make_tracker, plan_first_requests, prompt_identity
+from reinforce_ada.tracker import (
+    PassRateTracker,
+    make_tracker,
+    plan_first_requests,
+    prompt_identities,
+    prompt_identity,
+)
 
 
 def _round_rewards(
@@ -286,9 +292,8 @@ def _prompt_keys(prompts) -> list[str] | None:
     without messages."""
     if "raw_prompt" not in prompts.keys():
         return None
-    messages = list(prompts["raw_prompt"])
-    sources = list(prompts["data_source"]) if "data_source" in prompts.keys() else [None] * len(messages)
-    return [prompt_identity(m, s) for m, s in zip(messages, sources)]
+    sources = list(prompts["data_source"]) if "data_source" in prompts.keys() else None
+    return prompt_identities(list(prompts["raw_prompt"]), sources)
 
 
 class _RequestBook:

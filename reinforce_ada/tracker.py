@@ -64,6 +64,12 @@ def prompt_identity(raw_prompt: Any, data_source: Any = None) -> str:
     return hashlib.blake2b(payload.encode("utf-8"), digest_size=16).hexdigest()
 
 
+def prompt_identities(raw_prompts: Sequence[Any], data_sources: Sequence[Any] | None = None) -> list[str]:
+    """:func:`prompt_identity` of each prompt of a batch (``data_sources`` None: none given)."""
+    sources = list(data_sources) if data_sources is not None else [None] * len(raw_prompts)
+    return [prompt_identity(m, s) for m, s in zip(raw_prompts, sources)]
+
+
 def _plain(value: Any) -> Any:
     """Turns numpy containers and scalars into lists and Python scalars, recursively."""
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
