@@ -99,6 +99,7 @@ class AdaptiveManagerLegacy(AgentLoopManager):
             extra = output.non_tensor_batch
             reward_tally.add(
                 len(output),
+                int(output.batch["response_mask"].sum()),
                 round_timing.get("agent_loop/compute_score/mean", 0.0) * len(output),
                 {
                     k: float(np.sum(extra[k].astype(float)))

@@ -140,6 +140,7 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
                         for k, v in (final.extra_fields.get("reward_extra_info") or {}).items()
                         if is_number(v)
                     },
+                    response_tokens=sum(sum(o.response_mask) for o in outputs),
                 )
             )
 
@@ -343,7 +344,7 @@ class _RequestBook:
             progress(f"{failed} of {sum(requests.values())} samples failed (generation or reward call); redrawn once")
         for r in records:
             if math.isfinite(r.reward):
-                self.reward_tally.add(1, r.reward_seconds, r.reward_extra)
+                self.reward_tally.add(1, r.response_tokens, r.reward_seconds, r.reward_extra)
         return rewards
 
 

@@ -10,7 +10,9 @@ Stages (each reported with counts in ``<output>/report.json``):
    normalisation) keep their first occurrence;
 2. drop problems whose reference answer math-verify cannot parse;
 3. format the prompt as the paper does (system prompt asking for ``\\boxed{}``, the problem as the
-   user turn) and drop prompts longer than ``--max-prompt-tokens`` in the model's tokenizer;
+   user turn), or take each row's own chat prompt with ``--prompt-key`` (for a model that needs
+   its task's own instructions or a worked example), and drop prompts longer than
+   ``--max-prompt-tokens`` in the model's tokenizer;
 4. sample k responses per prompt with vLLM (temperature 1.0), score them with
    :mod:`reinforce_ada.reward`, and keep prompts with ``min < pass rate <= max`` (the paper's
    "easy": (0, 0.313], "hard": (0, 0.125]).
@@ -48,7 +50,7 @@ class Record:
     id: str
     problem: str
     answer: str
-    prompt: list[dict] = field(default_factory=list)
+    prompt: list[dict] = field(default_factory=list)  # empty: the paper's format (stage 3)
     pass_rate: float | None = None
 
 
@@ -79,8 +81,15 @@ def read_rows(path: str | Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def clean(rows: Iterable[dict], problem_key: str, answer_key: str, id_key: str | None, report: Report) -> list[Record]:
-    """Stage 1: well-formed rows, first occurrence of each id and each problem."""
+def clean(
+    rows: Iterable[dict], problem_key: str, answer_key: str, id_key: str | None, report: Report,
+    prompt_key: str | None = None,
+) -> list[Record]:
+    """Stage 1: well-formed rows, first occurrence of each id and each problem.
+
+    With ``prompt_key``, each row's chat prompt (a list of ``{"role", "content"}`` messages) is
+    taken from that field; a row without a well-formed one is reported and skipped.
+    """
     records, seen_ids, seen_problems = [], set(), set()
     for i, row in enumerate(rows):
         report.add("read")
@@ -103,11 +112,29 @@ def clean(rows: Iterable[dict], problem_key: str, answer_key: str, id_key: str |
         if normalized in seen_problems:
             report.skip(i, "duplicate_problem", normalized[:80])
             continue
+        prompt = []
+        if prompt_key:
+            prompt = _chat_messages(row.get(prompt_key))
+            if not prompt:
+                report.skip(i, "bad_prompt", f"{prompt_key}={row.get(prompt_key)!r}")
+                continue
         seen_ids.add(rid)
         seen_problems.add(normalized)
-        records.append(Record(id=rid, problem=problem.strip(), answer=str(answer).strip()))
+        records.append(Record(id=rid, problem=problem.strip(), answer=str(answer).strip(), prompt=prompt))
     report.add("clean", len(records))
     return records
+
+
+def _chat_messages(value: Any) -> list[dict]:
+    """``value`` as a list of chat messages, or [] if it is not one (parquet gives numpy arrays of dicts)."""
+    if value is None or isinstance(value, (str, bytes, dict)):
+        return []
+    try:
+        messages = [dict(m) for m in value]
+    except (TypeError, ValueError):
+        return []
+    ok = messages and all(isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages)
+    return [{"role": m["role"], "content": m["content"]} for m in messages] if ok else []
 
 
 def parsable_answers(records: list[Record], report: Report) -> list[Record]:
@@ -125,10 +152,11 @@ def parsable_answers(records: list[Record], report: Report) -> list[Record]:
 
 
 def formatted(records: list[Record], tokenizer, max_prompt_tokens: int, report: Report) -> list[Record]:
-    """Stage 3: the paper's prompt format, within the token limit."""
+    """Stage 3: the paper's prompt format (unless the row brought its own), within the token limit."""
     kept = []
     for r in records:
-        r.prompt = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": r.problem}]
+        if not r.prompt:
+            r.prompt = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": r.problem}]
         length = len(tokenizer.apply_chat_template(r.prompt, add_generation_prompt=True, tokenize=True))
         if length > max_prompt_tokens:
             report.skip(-1, "prompt_too_long", f"{r.id}: {length} tokens")
@@ -190,7 +218,9 @@ def prepare(args: argparse.Namespace, sample: Sampler | None = None, tokenizer=N
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     report = Report()
-    records = clean(read_rows(args.input), args.problem_key, args.answer_key, args.id_key, report)
+    records = clean(
+        read_rows(args.input), args.problem_key, args.answer_key, args.id_key, report, args.prompt_key
+    )
     records = parsable_answers(records, report)
     if tokenizer is None:
         from transformers import AutoTokenizer
@@ -232,6 +262,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--problem-key", default="problem", help="field of the problem text (OpenR1: problem)")
     parser.add_argument("--answer-key", default="answer", help="field of the reference answer (OpenR1: answer)")
     parser.add_argument("--id-key", default=None, help="field of a unique id (default: a hash of the problem)")
+    parser.add_argument(
+        "--prompt-key", default=None,
+        help="field holding each row's own chat prompt (list of role/content messages) instead of the paper's format",
+    )
     parser.add_argument("--data-source", default="math", help="data_source written for verl's reward routing")
     parser.add_argument("--max-prompt-tokens", type=int, default=700)
     parser.add_argument("--k", type=int, default=16, help="samples per prompt for the pass rate (0: skip stage 4)")

@@ -27,24 +27,29 @@ class SampleRecord(NamedTuple):
     outputs: int  # TransferQueue entries (a multi-turn agent loop stores one per output)
     reward_seconds: float
     reward_extra: dict  # the numeric extra keys a reward function returned next to its score
+    response_tokens: int  # tokens the model generated (a multi-turn loop's tool outputs are not counted)
 
 
 class RewardTally:
-    """Per-step totals of the reward side: latency and the reward function's extra keys."""
+    """Per-step totals of the scored samples: generated tokens, reward latency and the reward
+    function's extra keys."""
 
     def __init__(self):
-        self.samples, self.seconds, self.extra = 0, 0.0, defaultdict(float)
+        self.samples, self.tokens, self.seconds, self.extra = 0, 0, 0.0, defaultdict(float)
 
-    def add(self, samples: int, seconds: float, extra: Mapping[str, float] = ()) -> None:
+    def add(self, samples: int, tokens: int, seconds: float, extra: Mapping[str, float] = ()) -> None:
         self.samples += samples
+        self.tokens += tokens
         self.seconds += seconds
         for key, value in dict(extra).items():
             self.extra[key] += value
 
     def metrics(self) -> dict[str, float]:
-        """``reward_latency_mean`` and, per extra key, its mean over the step's samples as ``reward/<key>``."""
+        """``response_tokens_total``, ``reward_latency_mean`` and, per extra key, its mean over the
+        step's samples as ``reward/<key>``."""
         n = max(self.samples, 1)
         return {
+            "response_tokens_total": float(self.tokens),
             "reward_latency_mean": self.seconds / n,
             **{f"reward/{k}": v / n for k, v in sorted(self.extra.items())},
         }

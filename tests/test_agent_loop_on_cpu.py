@@ -52,7 +52,7 @@ def v1_manager(config, drop_session=None, rewards=None):
         counts, offsets = list(batch["__rollout_n__"]), list(batch[SESSION_OFFSET])
         manager.requests.append({u: (c, o) for u, c, o in zip(uids, counts, offsets)})
         return [
-            SampleRecord(u, s, float(rewards[u][s]), 1, 0.001, {"no_answer": 1.0 - rewards[u][s]})
+            SampleRecord(u, s, float(rewards[u][s]), 1, 0.001, {"no_answer": 1.0 - rewards[u][s]}, 5)
             for u, c, o in zip(uids, counts, offsets)
             for s in range(o, o + c)
             if (u, s) not in dropped
@@ -89,6 +89,7 @@ def test_v1_requests_exactly_the_active_prompts_each_round(published):
     assert metrics["reinforce_ada/samples_total"] == 64 and metrics["reinforce_ada/rounds"] == 4
     assert metrics["reinforce_ada/prompts_unresolved"] == 1
     assert metrics["reinforce_ada/reward_latency_mean"] == pytest.approx(0.001)
+    assert metrics["reinforce_ada/response_tokens_total"] == 64 * 5  # every draw counted, kept or not
     assert metrics["reinforce_ada/reward/no_answer"] == pytest.approx(1 - 7 / 64)  # 7 of 64 drawn were correct
     assert pop_step_metrics() == {}  # reported once
 
@@ -175,7 +176,7 @@ def fake_records(uid, count, offset, drop_session=None):
     from reinforce_ada.rollout import SampleRecord
 
     return [
-        SampleRecord(uid, s, float(REWARDS[uid][s]), 1, 0.001, {"no_answer": 1.0 - REWARDS[uid][s]})
+        SampleRecord(uid, s, float(REWARDS[uid][s]), 1, 0.001, {"no_answer": 1.0 - REWARDS[uid][s]}, 5)
         for s in range(offset, offset + count)
         if (uid, s) != drop_session
     ]
@@ -269,7 +270,8 @@ def test_worker_keeps_concurrent_requests_apart(monkeypatch):
             await asyncio.sleep(rng.random() / 100)
             score = float(REWARDS[prompt["uid"]][i])
             output = SimpleNamespace(
-                reward_score=score, metrics=SimpleNamespace(compute_score=0.0), extra_fields={"reward_extra_info": {}}
+                reward_score=score, metrics=SimpleNamespace(compute_score=0.0), extra_fields={"reward_extra_info": {}},
+                response_mask=[1] * (i % 3 + 1),
             )
             await self._agent_loop_postprocess(output, False, uid=prompt["uid"], session_id=i)
 
@@ -309,6 +311,7 @@ def test_worker_keeps_concurrent_requests_apart(monkeypatch):
     assert [r.reward for r in sorted(late)] == [float(x) for x in REWARDS["late"][16:24]]
     assert sorted(r.session for r in easy) == list(range(8)) and {r.uid for r in easy} == {"easy"}
     assert sorted(r.session for r in never) == list(range(28, 32))
+    assert all(r.response_tokens == r.session % 3 + 1 for r in late + easy + never)
     assert worker._records == {} and worker._prompt_done == {}  # nothing left behind
 
 
@@ -333,8 +336,9 @@ def legacy_manager(config):
         rewards = torch.tensor([float(REWARDS[u][s]) for u, s in zip(uids, sessions)])
         rm_scores = torch.zeros(len(uids), 4)
         rm_scores[:, -1] = rewards
+        response_mask = torch.tensor([[1, 1, 1, 0]] * len(uids))  # 3 generated tokens, then padding
         out = DataProto.from_dict(
-            tensors={"rm_scores": rm_scores, "session": torch.tensor(sessions)},
+            tensors={"rm_scores": rm_scores, "session": torch.tensor(sessions), "response_mask": response_mask},
             non_tensors={"uid": np.array(uids, dtype=object), "acc": rewards.numpy().astype(object)},
             meta_info={"timing": {"agent_loop/compute_score/mean": 0.002}, "reward_extra_keys": ["acc"]},
         )
@@ -365,6 +369,7 @@ def test_legacy_returns_n_samples_per_prompt_in_prompt_order(published):
     assert output.meta_info["timing"]["reinforce_ada/samples_total"] == 64
     assert output.meta_info["timing"]["reinforce_ada/reward/acc"] == pytest.approx(7 / 64)
     assert output.meta_info["timing"]["reinforce_ada/reward_latency_mean"] == pytest.approx(0.002)
+    assert output.meta_info["timing"]["reinforce_ada/response_tokens_total"] == 64 * 3
     assert set(output.meta_info) == {"timing", "reward_extra_keys"}
     assert published["late"].mean == pytest.approx(2 / 24)
 

@@ -91,3 +91,24 @@ def test_interrupted_run_resumes_without_redoing_or_losing_prompts(tmp_path):
     assert first.calls[0][0] not in resampled and len(resampled) == 2
     assert len((tmp_path / "out" / "pass_rates.jsonl").read_text().splitlines()) == 3
     assert len(pd.read_parquet(tmp_path / "out" / "train.parquet")) == 2
+
+
+def test_rows_may_bring_their_own_chat_prompt(tmp_path):
+    own = [{"role": "system", "content": "Box it."}, {"role": "user", "content": "2 + 2 = 4, boxed."},
+           {"role": "assistant", "content": "\\boxed{4}"}]
+    rows = [
+        {"uuid": "a", "problem": "What is 2+2?", "answer": "4", "chat": own + [{"role": "user", "content": "What is 2+2?"}]},
+        {"uuid": "b", "problem": "What is 7+7?", "answer": "14", "chat": "not a chat"},
+        {"uuid": "c", "problem": "What is 1+1?", "answer": "2", "chat": [{"role": "user"}]},  # no content
+    ]
+    path = tmp_path / "own.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    report = data_prep.prepare(
+        data_prep.parse_args(["--input", str(path), "--output", str(tmp_path / "out"), "--model", "unused",
+                              "--id-key", "uuid", "--prompt-key", "chat", "--k", "4", "--max-pass-rate", "1"]),
+        sample=FakeModel(), tokenizer=WordTokenizer(),
+    )
+    assert report.counts["skipped_bad_prompt"] == 2 and report.counts["kept"] == 1
+    train = pd.read_parquet(tmp_path / "out" / "train.parquet")
+    assert [dict(m) for m in train["prompt"][0]] == own + [{"role": "user", "content": "What is 2+2?"}]
+    assert train["extra_info"][0]["pass_rate"] == 0.25  # sampled with its own prompt
