@@ -71,6 +71,10 @@ class SamplerConfig:
         sampling_seed: None (vLLM's own randomness, as verl leaves it) or the run seed from
             which every training sample's vLLM seed is derived
             (:func:`reinforce_ada.seeding.sample_seed`), for reproducible rollouts.
+        sample_budget: None (no budget) or the most samples one step may draw, failed ones
+            included, as a multiple b >= 1 of the batch's ``n`` per prompt: at most
+            floor(b * prompts * n). First requests shrink to n and later ones go to the prompts
+            likeliest to gain a gradient (:mod:`reinforce_ada.budget`).
     """
 
     n: int = 4
@@ -93,6 +97,7 @@ class SamplerConfig:
     tracker_prior_pos: float = 1.0
     tracker_prior_neg: float = 1.0
     sampling_seed: int | None = None
+    sample_budget: float | None = None
 
     def __post_init__(self) -> None:
         _check_int(self, "n", minimum=1)
@@ -106,6 +111,8 @@ class SamplerConfig:
         _check_int(self, "seed", minimum=None)
         if self.sampling_seed is not None:
             _check_int(self, "sampling_seed", minimum=0)
+        if self.sample_budget is not None:
+            _check_number(self, "sample_budget", low=1.0)
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)):
             raise ConfigError(f"threshold: must be a number, got {self.threshold!r}")
         if not math.isfinite(self.threshold):

@@ -55,6 +55,8 @@ def summarize(samplers: Sequence[PromptSampler], groups: Sequence[PromptGroup]) 
         # redraw failed too (it stopped sampling; see reinforce_ada.sampling)
         "samples_failed": float(sum(s.samples_failed for s in samplers)),
         "prompts_failed": float(sum(s.failed for s in samplers)),
+        # stopped unresolved because the step's sample budget was spent (reinforce_ada.budget)
+        "prompts_budget_stopped": float(sum(s.budget_stopped for s in samplers)),
         "kept_samples": float(kept_total),
         "kept_positives": float(kept_pos),
         "kept_negatives": float(kept_total - kept_pos),

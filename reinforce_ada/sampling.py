@@ -28,9 +28,12 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from reinforce_ada.config import SamplerConfig
+
+if TYPE_CHECKING:  # the budget reads samplers; this module only hands them to it
+    from reinforce_ada.budget import StepBudget
 
 
 class RewardError(ValueError):
@@ -63,6 +66,10 @@ class PromptSampler:
         samples_failed: Samples that came back failed, redraws included.
         redraw: Failed samples of the last request, to be drawn again by the next one.
         failed: True once a redraw failed too: the prompt asks for nothing more.
+        budget_stopped: True once the step's sample budget had nothing left for it
+            (:mod:`reinforce_ada.budget`): it asks for nothing more and is unresolved.
+        next_size: The size of the next request as the step's budget set it, if it did (cleared
+            when the request is recorded).
     """
 
     config: SamplerConfig
@@ -76,6 +83,8 @@ class PromptSampler:
     samples_failed: int = 0
     redraw: int = 0
     failed: bool = False
+    budget_stopped: bool = False
+    next_size: int | None = None
 
     @property
     def drawn(self) -> int:
@@ -85,8 +94,8 @@ class PromptSampler:
     @property
     def finished(self) -> bool:
         """True once the prompt asks for nothing more: resolved, failed, or out of rounds or
-        budget with no failed sample left to redraw."""
-        if self.resolved or self.failed:
+        budget with no failed sample left to redraw, or stopped by the step's sample budget."""
+        if self.resolved or self.failed or self.budget_stopped:
             return True
         return not self.redraw and (self.rounds >= self.config.max_rounds or self.drawn >= self.config.budget)
 
@@ -94,6 +103,8 @@ class PromptSampler:
         """Samples to draw in this prompt's next request (0 once finished)."""
         if self.finished:
             return 0
+        if self.next_size is not None:
+            return self.next_size
         if self.redraw:
             return self.redraw
         size = self.config.round_size
@@ -103,6 +114,17 @@ class PromptSampler:
             elif self.config.variant == "est":
                 size = self.config.n
         return min(size, self.config.budget - self.drawn)
+
+    def set_next_request(self, count: int) -> None:
+        """Sets the next request's size (the step budget's grant): at least 1, within N_max."""
+        room = self.redraw or self.config.budget - self.drawn
+        if not 1 <= count <= room:
+            raise ValueError(f"a request of {count} samples: must be in [1, {room}]; stop_for_budget() stops a prompt")
+        self.next_size = count
+
+    def stop_for_budget(self) -> None:
+        """The step's budget is spent: the prompt asks for nothing more and is unresolved."""
+        self.budget_stopped, self.redraw = True, 0
 
     def record(self, rewards: Sequence[float | None]) -> None:
         """Adds one request's rewards, then applies the exit rule.
@@ -136,6 +158,7 @@ class PromptSampler:
                 self.num_neg += 1
         self.samples_failed += failed_now
         self.requests += 1
+        self.next_size = None
         if was_redraw:
             self.redraw, self.failed = 0, failed_now > 0
         else:
@@ -161,7 +184,9 @@ RoundGenerator = Callable[[Mapping[int, int]], Mapping[int, Sequence[float]]]
 """Generates and scores one round: ``{prompt: count} -> {prompt: rewards}``."""
 
 
-def run_rounds(samplers: Sequence[PromptSampler], generate: RoundGenerator) -> int:
+def run_rounds(
+    samplers: Sequence[PromptSampler], generate: RoundGenerator, budget: StepBudget | None = None
+) -> int:
     """Runs synchronous rounds until every prompt is finished.
 
     Each round asks ``generate`` once, for all unfinished prompts together (one generate
@@ -170,14 +195,20 @@ def run_rounds(samplers: Sequence[PromptSampler], generate: RoundGenerator) -> i
     Args:
         samplers: One sampler per prompt; indices into this list name the prompts.
         generate: Draws and scores the requested samples.
+        budget: The step's sample budget: each round's requests are what it grants.
 
     Returns:
         The number of rounds run.
     """
     rounds = 0
     while True:
-        requests = {i: s.next_request() for i, s in enumerate(samplers) if not s.finished}
+        if budget is not None:
+            requests = budget.grant(samplers, [i for i, s in enumerate(samplers) if not s.finished])
+        else:
+            requests = {i: s.next_request() for i, s in enumerate(samplers) if not s.finished}
         if not requests:
+            if not all(s.finished for s in samplers):  # a budget that neither grants nor stops: a bug
+                raise RuntimeError("reinforce_ada.budget left unfinished prompts without a request")
             return rounds
         results = generate(requests)
         missing = sorted(set(requests) - set(results))
@@ -232,6 +263,7 @@ def run_async(
     rollout: AsyncRollout,
     on_progress: Callable[[AsyncProgress], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    budget: StepBudget | None = None,
 ) -> int:
     """Successive elimination without a round barrier, until every prompt is finished.
 
@@ -245,6 +277,9 @@ def run_async(
         rollout: Draws and scores the submitted requests.
         on_progress: Called after each batch of scored requests is recorded.
         clock: Time source of :attr:`AsyncProgress.seconds`.
+        budget: The step's sample budget. First requests are granted at once (they fit it); a
+            later one too while the budget cannot run short; once it can, requests wait until
+            nothing is in flight and are granted together by priority (see :mod:`reinforce_ada.budget`).
 
     Returns:
         The number of requests scored.
@@ -254,32 +289,51 @@ def run_async(
             in flight, or a wrong number of rewards.
     """
     start = clock()
-    in_flight: set[int] = set()
+    in_flight: dict[int, int] = {}  # prompt -> samples requested
+    waiting: list[int] = []  # prompts whose next request waits for the budget's next grant
 
-    def request_more(prompt: int) -> None:
-        count = samplers[prompt].next_request()
-        if count:
-            rollout.submit(prompt, count)
-            in_flight.add(prompt)
+    def submit(prompt: int, count: int) -> None:
+        rollout.submit(prompt, count)
+        in_flight[prompt] = count
 
-    for prompt in range(len(samplers)):
-        request_more(prompt)
+    def request_more(prompts: Sequence[int], grant_now: bool = False) -> None:
+        wanting = [p for p in prompts if samplers[p].next_request()]
+        if budget is None:
+            for prompt in wanting:
+                submit(prompt, samplers[prompt].next_request())
+        elif grant_now or budget.uncontested(samplers, in_flight):
+            granted = budget.grant(samplers, wanting)
+            for prompt, count in granted.items():
+                submit(prompt, count)
+            waiting.extend(p for p in wanting if p not in granted and not samplers[p].finished)
+        else:
+            waiting.extend(wanting)
+
+    request_more(range(len(samplers)), grant_now=True)  # first requests fit the budget
     scored = drawn = 0
-    while in_flight:
+    while in_flight or waiting:
+        if not in_flight:  # the budget may run short: grant the waiting requests together, by priority
+            prompts = sorted(waiting)
+            waiting.clear()
+            request_more(prompts, grant_now=True)
+            if not in_flight and waiting:
+                raise RuntimeError("reinforce_ada.budget granted nothing and stopped nothing")  # a bug, not bad input
+            continue
         results = rollout.wait()
         if not results:
             raise RewardError(f"the rollout's wait() returned no scored request while {len(in_flight)} are in flight")
         for prompt, rewards in results:
             if prompt not in in_flight:
                 raise RewardError(f"prompt {prompt}: rewards returned, but no request of it is in flight")
-            in_flight.remove(prompt)
+            del in_flight[prompt]
             samplers[prompt].record(rewards)
             scored += 1
             drawn += len(rewards)
-            request_more(prompt)
+        # the batch's prompts ask for more together, so that a budget grants them as it grants a round
+        request_more([prompt for prompt, _ in results])
         if on_progress is not None:
-            # every prompt not in flight is finished: an unfinished one always has a request out
-            on_progress(AsyncProgress(scored, len(samplers) - len(in_flight), len(in_flight), drawn, clock() - start))
+            finished = sum(s.finished for s in samplers)
+            on_progress(AsyncProgress(scored, finished, len(in_flight), drawn, clock() - start))
     return scored
 
 

@@ -71,7 +71,10 @@ def simulate(
     """
     step = run_step(prompt_ids, config, lambda requests: {p: draw(p, k) for p, k in requests.items()})
     records = [_record(pid, s, g, norm_by_std) for pid, s, g in zip(prompt_ids, step.samplers, step.groups)]
-    return {"prompts": records, "summary": summarize(step.samplers, step.groups)}
+    summary = summarize(step.samplers, step.groups)
+    if step.budget is not None:
+        summary["budget_used_frac"] = step.budget.spent / step.budget.total
+    return {"prompts": records, "summary": summary}
 
 
 def _record(prompt_id: str, sampler: PromptSampler, group: PromptGroup, norm_by_std: bool) -> dict[str, Any]:
@@ -89,6 +92,7 @@ def _record(prompt_id: str, sampler: PromptSampler, group: PromptGroup, norm_by_
         "pos": sampler.num_pos,
         "neg": sampler.num_neg,
         "resolved": sampler.resolved,
+        "budget_stopped": sampler.budget_stopped,
         "dropped": group.dropped,
         "kept": kept,
         "baseline": group.stats.mean,
@@ -185,7 +189,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             continue
         flag = "--" + f.name.replace("_", "-")
         default = getattr(defaults, f.name)
-        kind = {"threshold": float, "prompt_weight_eps": float}.get(
+        kind = {"threshold": float, "prompt_weight_eps": float, "sample_budget": float}.get(
             f.name,
             (
                 _flag

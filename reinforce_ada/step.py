@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from reinforce_ada.budget import StepBudget, fit_first_requests, step_budget
 from reinforce_ada.config import SamplerConfig
 from reinforce_ada.groups import PromptGroup, form_group, without_signal
 from reinforce_ada.metrics import summarize
@@ -41,6 +42,7 @@ class StepResult:
         rollout_seconds: Wall time of the whole sampling phase.
         empty: True if every prompt was dropped, so that ``groups`` are the zero-advantage
             groups of :func:`reinforce_ada.groups.without_signal`.
+        budget: The step's sample budget and what was spent of it (None without one).
     """
 
     samplers: list[PromptSampler]
@@ -48,6 +50,7 @@ class StepResult:
     round_seconds: list[float] = field(default_factory=list)
     rollout_seconds: float = 0.0
     empty: bool = False
+    budget: StepBudget | None = None
 
     def metrics(self) -> dict[str, float]:
         """The summary of :func:`reinforce_ada.metrics.summarize` plus timings."""
@@ -55,6 +58,8 @@ class StepResult:
         if self.empty:  # the rule dropped every prompt; the groups are only there to train on nothing
             metrics["prompts_dropped"] = float(len(self.samplers))
         metrics["empty_step"] = float(self.empty)
+        if self.budget is not None:
+            metrics["budget_used_frac"] = self.budget.spent / self.budget.total
         metrics["rollout_seconds"] = self.rollout_seconds
         for i, seconds in enumerate(self.round_seconds):
             metrics[f"round_{i + 1}_seconds"] = seconds
@@ -93,17 +98,25 @@ def run_step(
         on_progress: Called after each batch of scored requests (``async`` mode).
         first_requests: Per prompt, the size of its first request (Est's allocation or a warm
             start, from :func:`reinforce_ada.tracker.plan_first_requests`); None: ``round_size``
-            (n for ``est``).
+            (n for ``est``). Under ``config.sample_budget`` the default is n, and first requests
+            are cut to fit the budget (:func:`reinforce_ada.budget.fit_first_requests`).
     """
     if first_requests is not None and len(first_requests) != len(prompt_keys):
         raise ValueError(f"{len(first_requests)} first requests for {len(prompt_keys)} prompts")
     firsts = list(first_requests) if first_requests is not None else [None] * len(prompt_keys)
+    total = step_budget(config, len(prompt_keys))
+    budget = None if total is None else StepBudget(total)
+    if budget is not None:
+        floor = config.min_samples_per_prompt if config.variant == "est" else config.n
+        firsts = fit_first_requests(
+            [min(config.n if f is None else f, config.budget) for f in firsts], total, min(floor, config.budget)
+        )
     samplers = [PromptSampler(config, first_request=first) for first in firsts]
     round_seconds: list[float] = []
     start = clock()
     if config.mode == "async":
         async_rollout = rollout if isinstance(rollout, AsyncRollout) else SynchronousRollout(rollout)
-        run_async(samplers, async_rollout, on_progress=on_progress, clock=clock)
+        run_async(samplers, async_rollout, on_progress=on_progress, clock=clock, budget=budget)
     else:
         generate = round_barrier(rollout) if isinstance(rollout, AsyncRollout) else rollout
 
@@ -115,7 +128,7 @@ def run_step(
                 on_round(len(round_seconds), len(requests), sum(requests.values()), round_seconds[-1])
             return results
 
-        run_rounds(samplers, timed_generate)
+        run_rounds(samplers, timed_generate, budget=budget)
     # rounds: the sum of the rounds, so that the round metrics add up to it exactly
     rollout_seconds = clock() - start if config.mode == "async" else sum(round_seconds)
     groups = [form_group(s, key) for s, key in zip(samplers, prompt_keys)]
@@ -126,4 +139,5 @@ def run_step(
         round_seconds=round_seconds,
         rollout_seconds=rollout_seconds,
         empty=zero_groups is not None,
+        budget=budget,
     )

@@ -39,6 +39,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from reinforce_ada.budget import fit_first_requests, step_budget
 from reinforce_ada.config import SamplerConfig
 
 STATE_VERSION = 1
@@ -271,8 +272,8 @@ def plan_first_requests(tracker: PassRateTracker, keys: Sequence[str], config: S
       ``len(keys) * n`` (what GRPO-n draws) in [``min_samples_per_prompt``, N_max], eps =
       ``prompt_weight_eps``. Est makes this one request per prompt and no other.
     * ``warm_start=True`` (Seq): :func:`warm_start_size` in [n, N_max] for prompts the tracker
-      has seen, ``round_size`` for new ones (no estimate: the plain first round). Later rounds
-      and the exit rule are unchanged.
+      has seen, ``round_size`` for new ones (no estimate: the plain first round; n under a
+      ``sample_budget``, whose first requests are n). Later rounds and the exit rule are unchanged.
     * otherwise None: every first round is ``round_size``.
 
     Args:
@@ -289,12 +290,15 @@ def plan_first_requests(tracker: PassRateTracker, keys: Sequence[str], config: S
             config.prompt_weight_eps,
         )
     if config.warm_start:
-        return [
+        sizes = [
             warm_start_size(
                 tracker.pass_rate(k), config.positives_needed, config.negatives_needed, config.n, config.budget
             )
             if k in tracker
-            else min(config.round_size, config.budget)
+            else (config.n if config.sample_budget is not None else min(config.round_size, config.budget))
             for k in keys
         ]
+        if config.sample_budget is not None:  # cut to what the step may draw (the same cut run_step makes)
+            sizes = fit_first_requests(sizes, step_budget(config, len(keys)), config.n)
+        return sizes
     return None

@@ -63,6 +63,7 @@ def test_disabled_section_gives_plain_verl():
         (["trainer.use_v1=false", "reinforce_ada.unresolved=drop"], "reinforce_ada.unresolved:"),
         (["trainer.use_v1=false", "reinforce_ada.mode=async"], "reinforce_ada.mode:"),
         (["reinforce_ada.mode=barrier"], "reinforce_ada.mode:"),
+        (["reinforce_ada.sample_budget=0.5"], "reinforce_ada.sample_budget:"),
         (["+reinforce_ada.rounds=3"], "reinforce_ada.rounds:"),
         (["trainer.v1.sampler.sync_refill_failed_groups=true"], "trainer.v1.sampler.sync_refill_failed_groups:"),
         (["data.train_batch_size=4096"], "transfer_queue.backend.SimpleStorage.total_storage_size:"),  # 4096 x 32
