@@ -176,21 +176,38 @@ def method_order(methods: Sequence[str], repeat: int) -> list[str]:
     return order[::-1] if repeat % 2 else order
 
 
+def with_budgets(settings: list[dict], budgets: Sequence[float] | None) -> list[dict]:
+    """Each setting unbudgeted and, for each ``sample_budget`` in ``budgets``, with it."""
+    from reinforce_ada.config import SamplerConfig
+
+    out = list(settings)
+    for budget in budgets or ():
+        for setting in settings:
+            out.append({**setting, "sample_budget": budget})
+            SamplerConfig(**out[-1])  # names the field of a bad value
+    return out
+
+
 def setting_label(setting: dict) -> str:
-    cap = setting.get("max_samples_per_prompt")
-    return f"M = {setting['round_size']}, R = {setting['max_rounds']}" + (f", N_max = {cap}" if cap else "")
+    cap, budget = setting.get("max_samples_per_prompt"), setting.get("sample_budget")
+    return (f"M = {setting['round_size']}, R = {setting['max_rounds']}" + (f", N_max = {cap}" if cap else "")
+            + (f", budget {budget:g}" if budget else ""))
 
 
 def adaptive_methods(variants: Sequence[str], settings: Sequence[dict]) -> dict[str, dict]:
-    """Name -> SamplerConfig fields of each Reinforce-Ada run: ``{variant}[_m{M}][_async]``.
+    """Name -> SamplerConfig fields of each Reinforce-Ada run: ``{variant}[_m{M}][_b{budget}][_async]``.
 
     With one (M, R) setting the names are the variants' (``balance``, ``balance_async``); with
-    several, each carries its M (``balance_m8``, ``balance_m2_async``).
+    several, each carries its M (``balance_m8``, ``balance_m2_async``), and a budgeted one its
+    budget (``balance_b2``).
     """
     methods = {}
+    sizes = {s["round_size"] for s in settings}
     for setting in settings:
         for variant in variants:
-            name = variant if len(settings) == 1 else f"{variant}_m{setting['round_size']}"
+            name = variant if len(sizes) == 1 else f"{variant}_m{setting['round_size']}"
+            if setting.get("sample_budget"):
+                name += f"_b{setting['sample_budget']:g}"
             methods[name] = {"variant": variant, "mode": "rounds", **setting}
             methods[f"{name}_async"] = {"variant": variant, "mode": "async", **setting}
     return methods
@@ -342,6 +359,10 @@ def build_parser() -> argparse.ArgumentParser:
         "the others wait: a GPU engine is held to a few hundred by its KV cache, while a step of the paper's 256 "
         "prompts x 8 asks for 2048",
     )
+    parser.add_argument(
+        "--sample-budgets", type=lambda text: [float(x) for x in text.split(",")],
+        help="also time each setting under these reinforce_ada.sample_budget values, comma-separated (e.g. 2,3)",
+    )
     parser.add_argument("--label", default=None, help="name of the model in the table")
     parser.add_argument("--write", metavar="RESULTS_MD")
     return parser
@@ -353,7 +374,8 @@ def main(argv=None) -> None:
     if args.max_num_seqs is not None and args.max_num_seqs < 1:
         parser.error(f"--max-num-seqs must be at least 1, got {args.max_num_seqs}")
     variants = args.variants.split(",")
-    settings = round_settings(variants, args.round_size, args.max_rounds, args.round_sizes)
+    settings = with_budgets(round_settings(variants, args.round_size, args.max_rounds, args.round_sizes),
+                            args.sample_budgets)
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     import torch
@@ -420,10 +442,13 @@ def publish(
     from benchmarks.results import write_section
 
     # the paper's setting alone keeps the model's section and JSON; other settings get their own
-    paper = settings == [{"round_size": 8, "max_rounds": 4}]
+    unbudgeted = [s for s in settings if not s.get("sample_budget")]
+    paper = unbudgeted == [{"round_size": 8, "max_rounds": 4}]
     key = label.split(" ")[0].lower()
     if not paper:
-        key += "_" + "_".join(f"m{s['round_size']}r{s['max_rounds']}" for s in settings)
+        key += "_" + "_".join(f"m{s['round_size']}r{s['max_rounds']}" for s in unbudgeted)
+    if args.sample_budgets:
+        key += "_budget" + "_".join(f"{b:g}" for b in args.sample_budgets)
     if args.max_num_seqs:
         key += f"_seqs{args.max_num_seqs}"
     table, summary = report(runs, label, prompt_count, args.max_tokens, variants, settings)

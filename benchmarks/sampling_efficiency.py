@@ -97,12 +97,15 @@ def dapo(pass_rates: list[float], rng: random.Random, draw_p: Callable[[random.R
     return Outcome(samples=samples, prompts=target, useful=min(useful, target))
 
 
-def adaptive(pass_rates: list[float], rng: random.Random, config: SamplerConfig) -> Outcome:
+def adaptive(
+    pass_rates: list[float], rng: random.Random, config: SamplerConfig, first_requests: list[int] | None = None
+) -> Outcome:
     rngs = [random.Random(rng.random()) for _ in pass_rates]
     step = run_step(
         [str(i) for i in range(len(pass_rates))],
         config,
         lambda requests: {i: bernoulli(rngs[i], pass_rates[i], k) for i, k in requests.items()},
+        first_requests=first_requests,
     )
     useful = sum(group_has_signal(s, g) for s, g in zip(step.samplers, step.groups) if not g.dropped)
     return Outcome(samples=sum(s.drawn for s in step.samplers), prompts=len(pass_rates), useful=useful)
@@ -150,6 +153,44 @@ def efficiency_table(prompts: int, seed: int) -> str:
                 f"{outcome.per_useful:.2f} | {ratio:.2f} ({oracle}) |"
             )
     return "\n".join(lines)
+
+
+BUDGETS = (1.5, 2.0, 3.0, 4.0)
+
+
+def budget_table(prompts: int, seed: int) -> str:
+    """``sample_budget`` b against GRPO drawing the same samples (n = 4b), unbudgeted balance and the oracle."""
+    lines = [
+        "| pass rates | budget b | samples / prompt | GRPO-4b (same samples) | balance, budget b | "
+        "balance, budget b, first round M | pos, budget b | budgeted / unbudgeted balance |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    tail = []
+    for name, draw_p in DISTRIBUTIONS.items():
+        rng = random.Random(f"{seed}:{name}")
+        rates = [draw_p(rng) for _ in range(prompts)]
+        free = adaptive(rates, random.Random(f"{seed}:{name}:bal"), SamplerConfig(variant="balance", **REFERENCE))
+        oracle = mixed_oracle(rates, random.Random(f"{seed}:{name}:mixed"))
+        tail.append(f"{name}: unbudgeted balance {free.per_prompt:.2f} samples / prompt, {free.useful_frac:.1%} "
+                    f"useful; mixed oracle {oracle.per_prompt:.2f}, {oracle.useful_frac:.1%}")
+        for b in BUDGETS:
+            k = round(N * b)
+            same = grpo(rates, random.Random(f"{seed}:{name}:g{k}"), k)
+            budgeted = {
+                variant: adaptive(rates, random.Random(f"{seed}:{name}:bal"),
+                                  SamplerConfig(variant=variant, sample_budget=b, **REFERENCE))
+                for variant in ("balance", "pos")
+            }
+            # the alternative the rule replaces: every prompt's first request a full round of M
+            first_round = adaptive(rates, random.Random(f"{seed}:{name}:bal"),
+                                   SamplerConfig(variant="balance", sample_budget=b, **REFERENCE),
+                                   first_requests=[REFERENCE["round_size"]] * len(rates))
+            lines.append(
+                f"| {name} | {b:g} | {budgeted['balance'].per_prompt:.2f} | {same.useful_frac:.1%} | "
+                f"{budgeted['balance'].useful_frac:.1%} | {first_round.useful_frac:.1%} | "
+                f"{budgeted['pos'].useful_frac:.1%} | {budgeted['balance'].useful_frac / free.useful_frac:.1%} |"
+            )
+    return "\n".join(lines) + "\n\n" + "; ".join(tail) + "."
 
 
 def round_size_table(prompts: int, seed: int) -> str:
@@ -355,9 +396,19 @@ def main(argv=None) -> None:
         "whose prior and decay keep estimates off the extremes. Warm start cuts each prompt's requests, not "
         "the batch's rounds: with this many prompts a step, some prompt still needs all R rounds.\n"
     )
-    print(body)
+    budget = (
+        f"{args.prompts} prompts per distribution, n = 4, M = 8, R = 4, seed {args.seed} (`{command}`). Useful "
+        "groups (kept samples with a non-zero advantage) at `sample_budget` b, i.e. at most 4b samples per "
+        "prompt on average: GRPO with n = 4b drawing the same samples; balance and pos with the budget's rule "
+        "(first requests of n, the rest spread over prompts whose pools are still uniform; docs/algorithm.md); "
+        "balance with a first round of M for every prompt instead (the alternative the rule replaces); and the "
+        "share of unbudgeted balance's useful groups the budget keeps.\n\n" + budget_table(args.prompts, args.seed)
+    )
+    print(body + "\n\n" + budget)
     if args.write:
         write_section(args.write, "sampling_efficiency", "Sampling efficiency against the oracle (model-free)", body)
+        write_section(args.write, "sample_budget", "A sample budget per step against GRPO at the same samples "
+                      "(model-free)", budget)
 
 
 if __name__ == "__main__":

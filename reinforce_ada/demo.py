@@ -154,11 +154,21 @@ def longest_prompt(model: Path, files: list[Path]) -> int:
     )
 
 
+def demo_methods(sample_budget: float | None = None) -> dict[str, list[str]]:
+    """The demo's methods and their overrides; with ``sample_budget``, Reinforce-Ada's is budgeted."""
+    if sample_budget is None:
+        return dict(METHODS)
+    grpo, balance = METHODS.items()
+    return dict([grpo, (f"{balance[0]}-budget{sample_budget:g}",
+                        [*balance[1], f"reinforce_ada.sample_budget={sample_budget}"])])
+
+
 def trainer_command(
     method: str, model: Path, data: dict[str, Path], size: DemoSize, run_dir: Path, prompt_tokens: int,
-    validate_base: bool = False,
+    validate_base: bool = False, overrides: list[str] | None = None,
 ) -> list[str]:
-    """``python -m reinforce_ada.main_ppo`` with the shared settings and the method's own.
+    """``python -m reinforce_ada.main_ppo`` with the shared settings and the method's own
+    (``overrides``, default ``METHODS[method]``).
 
     With ``validate_base``, verl validates before the first step too and dumps every held-out
     sample to ``run_dir/validation/0.jsonl`` (:func:`base_pass_rates` reads it).
@@ -208,13 +218,13 @@ def trainer_command(
         f"trainer.experiment_name={method}", f"trainer.default_local_dir={run_dir / 'checkpoints'}",
         f"trainer.total_training_steps={size.steps}", "trainer.total_epochs=1000",
         "trainer.save_freq=-1", f"trainer.test_freq={size.eval_every}", *base_validation,
-        "trainer.resume_mode=disable", *METHODS[method],
+        "trainer.resume_mode=disable", *(METHODS[method] if overrides is None else overrides),
     ]
 
 
 def train(
     method: str, model: Path, data: dict[str, Path], size: DemoSize, out: Path, prompt_tokens: int,
-    validate_base: bool = False,
+    validate_base: bool = False, overrides: list[str] | None = None,
 ) -> tuple[list[dict], float]:
     """Runs one method's training, showing each step.
 
@@ -235,7 +245,7 @@ def train(
         "REINFORCE_ADA_CPU_THREADS": threads, "OMP_NUM_THREADS": threads,
     }
     log = out / "logs" / f"{method}.log"
-    command = trainer_command(method, model, data, size, run_dir, prompt_tokens, validate_base)
+    command = trainer_command(method, model, data, size, run_dir, prompt_tokens, validate_base, overrides)
     _say(f"{method}: starting verl's trainer (Ray, vLLM server, FSDP2 worker); log: {log}")
     start = time.perf_counter()
     seen_steps: list[float] = []
@@ -339,7 +349,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--model", help="a Hugging Face model folder (default: SmolLM2-135M-Instruct)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the task's questions")
     parser.add_argument("--steps", type=int, help="training steps per method (default 10, --quick 1)")
+    parser.add_argument("--sample-budget", type=float, help="reinforce_ada.sample_budget of Reinforce-Ada (>= 1)")
     args = parser.parse_args(argv)
+    if args.sample_budget is not None and not args.sample_budget >= 1:
+        parser.error("--sample-budget: must be >= 1 (a multiple of GRPO-n4's samples per step)")
+    runs_of = demo_methods(args.sample_budget)
     size = QUICK_SIZE if args.quick else DEFAULT_SIZE
     if args.steps is not None:
         if args.steps < 1:
@@ -373,11 +387,11 @@ def main(argv=None) -> dict:
     runs: dict[str, list[dict]] = {}
     walls: dict[str, float] = {}
     base: list[dict] = []
-    for i, method in enumerate(METHODS):
+    for i, (method, overrides) in enumerate(runs_of.items()):
         first = i == 0
         also = f"; first the base model, {size.eval_k} samples per held-out question" if first else ""
-        _say(f"3/4 training {i + 1}/{len(METHODS)}: {method}, {size.steps} steps of {size.batch} prompts{also}")
-        runs[method], walls[method] = train(method, model, data, size, out, prompt_tokens, validate_base=first)
+        _say(f"3/4 training {i + 1}/{len(runs_of)}: {method}, {size.steps} steps of {size.batch} prompts{also}")
+        runs[method], walls[method] = train(method, model, data, size, out, prompt_tokens, first, overrides)
         phases[f"training {method}" + (" (and the base model's validation)" if first else "")] = walls[method]
         if first:
             base = base_pass_rates(out / "runs" / method / "validation" / "0.jsonl", test_file, size)

@@ -106,13 +106,15 @@ def questions(train: int, test: int, seed: int) -> tuple[list[Question], list[Qu
     return drawn[:train], drawn[train:]
 
 
-def write_parquet(rows: list[Question], path: Path, split: str) -> None:
-    """verl's RL parquet: prompt (chat), data_source, reward_model.ground_truth, extra_info."""
+def write_parquet(rows: list[Question], path: Path, split: str, data_source: str = DATA_SOURCE) -> None:
+    """verl's RL parquet: prompt (chat), data_source, reward_model.ground_truth, extra_info.
+
+    verl's validation reports each data_source on its own, so two held-out sets get two names."""
     import pandas as pd
 
     records = [
         {
-            "data_source": DATA_SOURCE,
+            "data_source": data_source,
             "prompt": messages(expression),
             "ability": "math",
             "reward_model": {"style": "rule", "ground_truth": answer},

@@ -44,8 +44,8 @@ def summarize(samplers: Sequence[PromptSampler], groups: Sequence[PromptGroup]) 
         "pass_rate_mean": (
             sum(sum(s.rewards) / s.drawn for s in samplers if s.drawn) / num_prompts if num_prompts else 0.0
         ),
-        # the most requests one prompt made (redraws of failed samples included); in rounds mode
-        # the last prompt to finish took part in every round, so this is also the step's round count
+        # the most requests one prompt made (redraws of failed samples included); a step in rounds
+        # mode reports its round count instead (reinforce_ada.step.StepResult.metrics)
         "rounds": float(max((s.requests for s in samplers), default=0)),
         "prompts_resolved": float(sum(s.resolved for s in samplers)),
         "prompts_unresolved": float(sum(not s.resolved for s in samplers)),

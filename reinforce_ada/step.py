@@ -61,6 +61,8 @@ class StepResult:
         if self.budget is not None:
             metrics["budget_used_frac"] = self.budget.spent / self.budget.total
         metrics["rollout_seconds"] = self.rollout_seconds
+        if self.round_seconds:  # rounds mode: a prompt the budget made wait sat out a round, so count them here
+            metrics["rounds"] = float(len(self.round_seconds))
         for i, seconds in enumerate(self.round_seconds):
             metrics[f"round_{i + 1}_seconds"] = seconds
         return metrics

@@ -140,6 +140,19 @@ def test_rollout_time_several_round_sizes_in_one_run():
     assert orders[1] == orders[0][::-1]
 
 
+def test_rollout_time_under_sample_budgets_side_by_side():
+    """--sample-budgets 2: the paper's setting with and without the budget, rounds and async, in one run."""
+    from benchmarks.rollout_time import report, round_settings, time_methods, with_budgets
+
+    settings = with_budgets(round_settings(["balance"], 8, 4, None), [2.0])
+    assert settings == [{"round_size": 8, "max_rounds": 4}, {"round_size": 8, "max_rounds": 4, "sample_budget": 2.0}]
+    runs = time_methods(FakeEngine(), ["p"] * 6, fake_score, fake_params, ["balance"], settings, 1, log=lambda _: None)
+    assert list(runs) == ["grpo_n4", "balance", "balance_async", "balance_b2", "balance_b2_async"]
+    assert all(r["samples"] <= 6 * 4 * 2 for r in runs["balance_b2"] + runs["balance_b2_async"])
+    rows = report(runs, "fake", 6, 3, ["balance"], settings)[0].splitlines()[2:]
+    assert rows[3].split(" | ")[1] == "balance rounds (M = 8, R = 4, budget 2)"
+
+
 def test_rollout_time_section_of_a_capped_engine(tmp_path, monkeypatch, capsys):
     """--max-num-seqs gets its own section and JSON, says the cap, and its command reruns as written."""
     import re

@@ -189,3 +189,24 @@ def test_a_warm_start_under_a_budget_asks_n_of_new_prompts_and_cuts_known_ones_t
     assert plan[2] == 4  # unknown: n
     assert sum(plan) <= 18 and min(plan) >= 4  # floor(1.5 x 3 x 4)
     assert plan[1] == 4 and plan[0] == 18 - 8  # the hard prompt gets what the budget leaves
+
+
+def test_a_step_reports_every_round_it_ran_even_when_no_prompt_took_part_in_all():
+    """A mixed pool that waits for the uniform ones sits out a round; the step's round count still has it."""
+    config = SamplerConfig(n=4, round_size=8, max_rounds=3, sample_budget=3)  # 24 samples
+    # "mixed" has 1 of 4 right after its first request; "uniform" 0 of 4, then 2 of its next 8 (resolved)
+    pools = {0: [1.0, 0.0, 0.0, 0.0] + [1.0, 0.0] * 14, 1: [0.0] * 4 + [1.0, 1.0] + [0.0] * 26}
+    offsets = {0: 0, 1: 0}
+
+    def generate(requests):
+        out = {}
+        for p, c in requests.items():
+            out[p], offsets[p] = pools[p][offsets[p]: offsets[p] + c], offsets[p] + c
+        return out
+
+    result = run_step(["mixed", "uniform"], config, generate)
+    metrics = result.metrics()
+    # n each; the uniform one (8 = its share: 16 left over its 2 rounds left), while the mixed one waits; then it
+    assert [s.drawn for s in result.samplers] == [12, 12] and len(result.round_seconds) == 3
+    assert metrics["rounds"] == 3 and max(s.requests for s in result.samplers) == 2
+    assert sum(metrics[f"round_{i}_seconds"] for i in (1, 2, 3)) == pytest.approx(metrics["rollout_seconds"])

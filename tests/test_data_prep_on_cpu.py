@@ -97,7 +97,8 @@ def test_rows_may_bring_their_own_chat_prompt(tmp_path):
     own = [{"role": "system", "content": "Box it."}, {"role": "user", "content": "2 + 2 = 4, boxed."},
            {"role": "assistant", "content": "\\boxed{4}"}]
     rows = [
-        {"uuid": "a", "problem": "What is 2+2?", "answer": "4", "chat": own + [{"role": "user", "content": "What is 2+2?"}]},
+        {"uuid": "a", "problem": "What is 2+2?", "answer": "4",
+         "chat": own + [{"role": "user", "content": "What is 2+2?"}]},
         {"uuid": "b", "problem": "What is 7+7?", "answer": "14", "chat": "not a chat"},
         {"uuid": "c", "problem": "What is 1+1?", "answer": "2", "chat": [{"role": "user"}]},  # no content
     ]

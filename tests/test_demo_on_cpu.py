@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -139,3 +140,13 @@ def test_the_whole_demo_runs_with_a_model_folder_and_writes_every_file(tmp_path)
     assert summary["methods"]["Reinforce-Ada-balance"]["samples"] >= demo.QUICK_SIZE.batch * demo.GROUP_SIZE
     assert "[demo] GRPO-n4 step 1/1: reward" in result.stdout
     assert len(pd.read_csv(out / "metrics.csv")) == 4  # step 0 and step 1 of each method
+
+
+def test_a_budgeted_demo_gives_reinforce_ada_the_budget_and_grpo_nothing_new():
+    runs = demo.demo_methods(2.0)
+    assert list(runs) == ["GRPO-n4", "Reinforce-Ada-balance-budget2"]
+    assert runs["GRPO-n4"] == demo.METHODS["GRPO-n4"]
+    assert runs["Reinforce-Ada-balance-budget2"][-1] == "reinforce_ada.sample_budget=2.0"
+    command = demo.trainer_command("x", Path("m"), {"train": Path("t"), "test": Path("v")}, demo.DemoSize(), Path("r"),
+                                   64, overrides=runs["Reinforce-Ada-balance-budget2"])
+    assert command[-1] == "reinforce_ada.sample_budget=2.0" and "trainer.experiment_name=x" in command

@@ -128,13 +128,19 @@ def checkpoint_weights(out: Path, step: int) -> dict[str, torch.Tensor]:
 
 
 def assert_sane_sampler_metrics(
-    data: dict, prefix: str, prompts: int = 4, n: int = 4, m: int = 8, r: int = 4, mode: str = "rounds"
+    data: dict, prefix: str, prompts: int = 4, n: int = 4, m: int = 8, r: int = 4, mode: str = "rounds",
+    budget: float | None = None,
 ):
     get = lambda name: data[prefix + name]  # noqa: E731
     assert get("prompts") == prompts
-    assert prompts * m <= get("samples_total") <= prompts * m * r
+    first = n if budget else m  # a budget's first requests are n
+    most = int(budget * prompts * n) if budget else prompts * m * r
+    assert prompts * first <= get("samples_total") <= most
     assert get("samples_per_prompt_mean") == pytest.approx(get("samples_total") / prompts)
-    assert m <= get("samples_per_prompt_max") <= m * r
+    assert first <= get("samples_per_prompt_max") <= m * r
+    if budget:
+        assert get("budget_used_frac") * most == get("samples_total") + get("samples_failed") <= most
+        assert get("prompts_budget_stopped") <= get("prompts_unresolved")
     assert 1 <= get("rounds") <= (2 * r if get("samples_failed") else r)  # a redraw of failed samples is a round
     assert get("prompts_resolved") + get("prompts_unresolved") == prompts
     assert get("kept_samples") == prompts * n == get("kept_positives") + get("kept_negatives")
@@ -265,12 +271,14 @@ def two_node_cluster(monkeypatch, tmp_path):
 
 def test_reference_launch_overrides_run_on_the_legacy_trainer_across_two_ray_nodes(tmp_path, two_node_cluster):
     """The reference's launch overrides, legacy trainer, on a two-node Ray cluster: one trainer rank and one
-    vLLM replica per node."""
+    vLLM replica per node, under a sample budget."""
     env = {"STEPS": "1", "TRAINER": "legacy", "RAY_ADDRESS": two_node_cluster}
-    records, log = run(tmp_path, "reference", env, *REFERENCE_OVERRIDES, "trainer.nnodes=2")
+    # with a sample budget of 2 (at most 32 samples for the 4 prompts)
+    records, log = run(tmp_path, "reference", env, *REFERENCE_OVERRIDES, "trainer.nnodes=2",
+                       "reinforce_ada.sample_budget=2")
     assert [r["step"] for r in records] == [1]
     # the legacy trainer logs what the rollout reports under timing_s/
-    assert_sane_sampler_metrics(records[0]["data"], "timing_s/reinforce_ada/")
+    assert_sane_sampler_metrics(records[0]["data"], "timing_s/reinforce_ada/", budget=2)
     assert f"Connecting to existing Ray cluster at address: {two_node_cluster}" in log
     assert "listen on 127.0.0.1 only" not in log  # a cluster run is left as it is
     # two trainer ranks and two vLLM replicas, each holding one logical GPU: one of each per node

@@ -114,12 +114,12 @@ CLUSTER_SHAPED = ["trainer.n_gpus_per_node=2", "ray_kwargs.ray_init.num_gpus=2",
 def test_verls_own_entry_point_runs_async_warm_started_sampling_that_drops_unresolved_prompts(tmp_path):
     """verl's own ``python -m verl.trainer.main_ppo`` with the V1 options stacked in one run (each run costs
     minutes): async mode, warm start, ``pos``, unresolved prompts dropped, a reward call that fails now and
-    then, and two of every worker. Two rounds at most make unresolved prompts likely, so that verl pads the
-    shrunken batch."""
+    then, two of every worker, and a sample budget of 2. Two rounds at most make unresolved prompts likely, so
+    that verl pads the shrunken batch."""
     tiny(tmp_path)
     env = {"STEPS": "3", "SAVE_FREQ": "3", "VARIANT": "pos", "ENTRY": "verl"}
     overrides = ["reinforce_ada.mode=async", "reinforce_ada.warm_start=true", "reinforce_ada.unresolved=drop",
-                 "reinforce_ada.max_rounds=2",
+                 "reinforce_ada.max_rounds=2", "reinforce_ada.sample_budget=2",
                  f"reward.custom_reward_function.path={ROOT / 'tests' / 'flaky_reward.py'}",
                  *CLUSTER_SHAPED]
     records, log = finish(start(tmp_path, "warm", env, *overrides), tmp_path, "warm")
@@ -127,7 +127,11 @@ def test_verls_own_entry_point_runs_async_warm_started_sampling_that_drops_unres
     data = {r["step"]: r["data"] for r in records}
     for step in data.values():
         assert step["reinforce_ada/prompts"] == 4
-        assert 4 * 4 <= step["reinforce_ada/samples_total"] <= 4 * 16  # a warm start may ask for n
+        # first requests of n; at most 2 x 4 prompts x n samples drawn, failed ones included
+        drawn = step["reinforce_ada/samples_total"] + step["reinforce_ada/samples_failed"]
+        assert 4 * 4 <= step["reinforce_ada/samples_total"] and drawn <= 2 * 4 * 4
+        assert step["reinforce_ada/budget_used_frac"] == pytest.approx(drawn / 32)
+        assert step["reinforce_ada/prompts_budget_stopped"] <= step["reinforce_ada/prompts_unresolved"]
         dropped = step["reinforce_ada/prompts_dropped"]
         assert dropped == step["reinforce_ada/prompts_unresolved"]
         # a step where all four are dropped trains on n of each with zero advantage
@@ -150,7 +154,7 @@ def test_verls_own_entry_point_runs_async_warm_started_sampling_that_drops_unres
     assert (tmp_path / "checkpoints" / "global_step_3" / "actor" / "model_world_size_2_rank_1.pt").exists()
 
     first = allocations(log, "first requests")
-    assert first[1] == [8] * 4 and first[2] == [8] * 4  # nothing known yet: round_size
+    assert first[1] == [4] * 4 and first[2] == [4] * 4  # nothing known yet: n, as under any budget
     assert all(4 <= c <= 16 for c in first[3])  # known prompts: K/p_hat in [n, N_max = M * R]
     assert data[3]["reinforce_ada/tracker/prompts_seen_before"] == 4
     assert data[3]["reinforce_ada/first_request_mean"] == pytest.approx(sum(first[3]) / 4)

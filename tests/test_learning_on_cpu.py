@@ -1,0 +1,134 @@
+"""The learning benchmark's bookkeeping (resumed runs, cumulative rows, the report) and its quick run end to end."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmarks import learning
+
+ROOT = Path(__file__).resolve().parents[1]
+FILTERED, ALL = learning.FILTERED, learning.UNFILTERED
+
+
+def step_values(step: int, samples: float, accuracy: float | None = None, k: int = 2) -> dict:
+    values = {"reinforce_ada/samples_total": samples, "reinforce_ada/response_tokens_total": 10 * samples,
+              "timing_s/step": 2.0, "reinforce_ada/rollout_seconds": 1.0,
+              "reinforce_ada/kept_groups_with_signal_frac": 0.5, "reinforce_ada/pass_rate_mean": 0.2,
+              "reinforce_ada/kept_samples": 8}
+    if step == 0:
+        values = {}
+    if accuracy is not None:
+        values.update({f"val-core/{FILTERED}/reward/mean@{k}": accuracy, f"val-core/{FILTERED}/reward/best@{k}/mean":
+                       min(1.0, 2 * accuracy), f"val-core/{ALL}/reward/mean@{k}": accuracy / 2})
+    return values
+
+
+def write_run(work: Path, method: str, seed: int, attempts: list[list[tuple]], done: bool = True) -> Path:
+    run_dir = work / "runs" / method / f"seed{seed}"
+    run_dir.mkdir(parents=True)
+    for i, rows in enumerate(attempts):
+        with open(run_dir / f"metrics_{i:02d}.jsonl", "w") as f:
+            for step, samples, accuracy in rows:
+                f.write(json.dumps({"step": step, "data": step_values(step, samples, accuracy)}) + "\n")
+    if done:
+        (run_dir / "done.json").write_text(json.dumps({"method": method, "seed": seed, "date": "2026-12-02",
+                                                       "machine": "test", "wall_s": 60.0, "attempts": len(attempts),
+                                                       "command": "x"}))
+    return run_dir
+
+
+SIZE = learning.Size(pool=8, filter_k=2, heldout_filtered=2, heldout_all=2, batch=2, steps=4, eval_every=2, eval_k=2,
+                     mini_batch=2)
+
+
+def test_a_resumed_run_replaces_the_steps_it_redid_and_rows_add_up(tmp_path):
+    # killed after step 3, resumed from the step-2 checkpoint: steps 3 and 4 come from the second attempt
+    run_dir = write_run(tmp_path, "balance", 0, [
+        [(0, 0, 0.1), (1, 30, None), (2, 20, 0.3), (3, 99, None)],
+        [(3, 10, None), (4, 12, 0.5)],
+    ])
+    steps = learning.merged_steps(run_dir)
+    assert sorted(steps) == [0, 1, 2, 3, 4] and steps[3]["reinforce_ada/samples_total"] == 10
+    evaluated, per_step = learning.run_rows("balance", 0, steps, eval_k=2)
+    assert [(r["step"], r["samples"], r["wall_s"]) for r in evaluated] == [(0, 0, 0), (2, 50, 4.0), (4, 72, 8.0)]
+    assert [r["heldout_acc"] for r in evaluated] == [0.1, 0.3, 0.5]
+    assert evaluated[-1]["tokens"] == 720 and evaluated[-1]["heldout_pass_at_k"] == 1.0
+    assert [s["step"] for s in per_step] == [1, 2, 3, 4]
+
+
+def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_path):
+    for seed, (grpo, balance) in enumerate([(0.4, 0.5), (0.2, 0.4), (0.3, 0.3)]):
+        write_run(tmp_path, "grpo_n4", seed, [[(0, 0, 0.1), (2, 8, 0.2), (4, 8, grpo)]])
+        write_run(tmp_path, "balance", seed, [[(0, 0, 0.1), (2, 40, 0.2), (4, 30, balance)]])
+    write_run(tmp_path, "est", 0, [[(0, 0, 0.1), (2, 8, 0.9)]], done=False)  # still running
+    rows, per_step, runs = learning.collect(tmp_path, SIZE)
+    assert {(r["method"], r["finished"]) for r in rows} == {("grpo_n4", True), ("balance", True), ("est", False)}
+    data = {"counts": {"kept": 6, "train": 4, "test": 2}, "pass_range": [0, 0.3125]}
+    text = learning.report(rows, per_step, runs, data, SIZE, {"n": 16, "balance_samples_per_prompt": 15.6})
+    assert "| est |" not in text
+    assert "| balance | +10.0 | +20.0 | +0.0 | 10.0 ± 24.8 |" in text  # t(2) = 4.303: 4.303 x 10 / sqrt(3)
+    assert "| grpo_n4 | 3 | 30.0 ± 24.8 |" in text
+    results, write = tmp_path / "results", tmp_path / "RESULTS.md"
+    learning.write_results(tmp_path, results, SIZE, data, {"n": 16, "balance_samples_per_prompt": 15.6}, str(write))
+    saved = json.loads((results / "runs.json").read_text())
+    assert {"method", "seed", "step", "heldout_acc", "samples", "wall_s"} <= set(saved["runs"][0])
+    assert (results / "curves.png").stat().st_size > 0 and "<!-- learning:start -->" in write.read_text()
+    assert saved["matched"]["measured"] == pytest.approx(35 / SIZE.batch)  # balance's samples per prompt
+
+
+def test_methods_and_overrides():
+    name, k, overrides = learning.method_overrides("grpo_matched", learning.DEFAULT, 16)
+    assert (name, k) == ("grpo_n16", 16) and "reinforce_ada.max_rounds=1" in overrides
+    assert "algorithm.adv_estimator=grpo" in overrides and "reinforce_ada.round_size=16" in overrides
+    assert learning.method_overrides("est", learning.DEFAULT, 16)[:2] == ("est", 4)
+    with pytest.raises(SystemExit, match="unknown method 'grpo'"):
+        learning.method_overrides("grpo", learning.DEFAULT, 16)
+    merged = learning._with(["a=1", "+b=2", "-m", "c=3"], ["b=5", "d=4"])
+    assert merged == ["a=1", "-m", "c=3", "b=5", "d=4"]
+
+
+def test_the_matched_n_is_what_balance_draws_on_these_pass_rates():
+    assert learning.balance_samples_per_prompt([0.0] * 8, n=4) == 32  # never resolves: N_max
+    assert learning.balance_samples_per_prompt([0.5] * 64, n=4) == pytest.approx(8, abs=1.5)  # mostly one round
+
+
+@pytest.mark.slow
+def test_the_quick_benchmark_filters_with_data_prep_trains_resumably_and_reports(tmp_path):
+    """--quick with the tiny model: data prep with vLLM (scripts/prepare_data.sh), GRPO-n4 on the adaptive path
+    through verl's trainer, the results; a rerun skips the finished run."""
+    from reinforce_ada import tiny
+
+    tiny.build(tmp_path / "tiny", train=2, test=1)
+    command = [sys.executable, str(ROOT / "benchmarks" / "learning.py"), "--quick", "--model",
+               str(tmp_path / "tiny" / "model"), "--work", str(tmp_path / "work"), "--results",
+               str(tmp_path / "results"), "--write", str(tmp_path / "RESULTS.md"), "--methods", "grpo_n4",
+               "--pass-rate-range", "-1", "1"]  # the random model solves nothing: keep every question
+    env = {**os.environ, "REINFORCE_ADA_CPU_THREADS": "1"}
+    first = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+    (tmp_path / "first.log").write_text(first.stdout + first.stderr)
+    assert first.returncode == 0, (first.stdout + first.stderr)[-6000:]
+    report = json.loads((tmp_path / "work" / "data" / "filtered" / "report.json").read_text())
+    quick = learning.QUICK
+    assert report["counts"]["read"] == quick.pool and report["counts"]["test"] == quick.heldout_filtered
+    assert len((tmp_path / "work" / "data" / "filtered" / "pass_rates.jsonl").read_text().splitlines()) == quick.pool
+    train = pd.read_parquet(tmp_path / "work" / "data" / "filtered" / "train.parquet")
+    assert train["prompt"][0][1]["role"] == "user"  # the demo task's own prompt, with its worked example
+    assert "step 2/2" in first.stdout and "base model, held-out Avg@2" in first.stdout
+    runs = json.loads((tmp_path / "results" / "runs.json").read_text())["runs"]
+    assert [(r["method"], r["step"]) for r in runs] == [("grpo_n4", 0), ("grpo_n4", 1), ("grpo_n4", 2)]
+    assert [r["samples"] for r in runs] == [0, 8, 16]  # 2 prompts x 4, cumulative
+    assert runs[-1]["tokens"] > 0 and runs[-1]["wall_s"] > 0 and runs[-1]["heldout_all_acc"] is not None
+    run_dir = tmp_path / "work" / "runs" / "grpo_n4" / "seed0"
+    assert (run_dir / "done.json").exists() and not (run_dir / "checkpoints").exists()
+    assert "reinforce_ada.sampling_seed=0" in (run_dir / "command_00.txt").read_text()
+    assert "| grpo_n4 | 1 |" in (tmp_path / "RESULTS.md").read_text()
+
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "grpo_n4 seed 0: finished before, skipped" in again.stdout
+    assert "verl's trainer" not in again.stdout
