@@ -461,9 +461,13 @@ def publish(
             i = given.index("--write")
             del given[i : i + 2]
         command = shlex.join(["python", "benchmarks/rollout_time.py", *given])
-        described = " and ".join(setting_label(s) for s in settings)
+        described = " and ".join(setting_label(s) for s in unbudgeted)
         n_max = settings[0].get("max_samples_per_prompt") or settings[0]["round_size"] * settings[0]["max_rounds"]
-        budget = "" if len(settings) == 1 else f" (the same budget N_max = {n_max} samples per prompt, R = N_max / M)"
+        budget = "" if len(unbudgeted) == 1 else f" (the same budget N_max = {n_max} samples per prompt, R = N_max / M)"
+        if args.sample_budgets:
+            budgets = " and ".join(f"{b:g}" for b in args.sample_budgets)
+            budget += (f", each also under reinforce_ada.sample_budget {budgets} (at most b x n samples per prompt "
+                       "on average)")
         title = f"Rollout wall time: {label}" + ("" if paper else f", {described}")
         engine = f"at most {args.max_num_seqs} sequences at once" if args.max_num_seqs else "vLLM's default batch"
         if args.max_num_seqs:

@@ -15,8 +15,13 @@ def test_sampling_efficiency_tables(tmp_path, capsys):
     main(["--prompts", "200", "--write", str(results)])
     text = results.read_text()
     assert text.count("<!-- sampling_efficiency:start -->") == 1
-    rows = [line for line in text.splitlines() if line.startswith("| uniform |")]
+    efficiency, budget = text.split("<!-- sample_budget:start -->")
+    rows = [line for line in efficiency.splitlines() if line.startswith("| uniform |")]
     assert len(rows) == 9
+    # the budget's own section: one row per budget, never more samples than the budget allows
+    budget_rows = [line.split(" | ") for line in budget.splitlines() if line.startswith("| uniform |")]
+    assert [float(r[1]) for r in budget_rows] == [1.5, 2, 3, 4]
+    assert all(float(r[2]) <= 4 * float(r[1]) for r in budget_rows)
     oracle_rows = [r for r in rows if "oracle" in r.split("|")[2]]
     assert all(r.rstrip(" |").endswith(f"1.00 ({r.split('oracle: ')[1].split(' ')[0]})") for r in oracle_rows)
     main(["--prompts", "200", "--write", str(results)])  # rewriting replaces the section
