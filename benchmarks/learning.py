@@ -149,7 +149,7 @@ def prepare_data(work: Path, model: Path, size: Size, pass_range: tuple[float, f
          f"keeping pass rates in ({pass_range[0]:g}, {pass_range[1]:g}]")
     log = data / "data_prep.log"
     with open(log, "w") as stream:
-        process = subprocess.Popen(command, stdout=stream, stderr=subprocess.STDOUT, env=_env(prep_env))
+        process = subprocess.Popen(command, stdout=stream, stderr=subprocess.STDOUT, env=demo.trainer_env(prep_env))
         shown = 0
         while process.poll() is None:
             time.sleep(5)
@@ -158,7 +158,7 @@ def prepare_data(work: Path, model: Path, size: Size, pass_range: tuple[float, f
                 _say(f"1/4 data: {line.split('] ', 1)[-1]}")
             shown = len(lines)
     if process.returncode != 0:
-        _fail(f"data prep exited with status {process.returncode}", log)
+        demo.fail(f"data prep exited with status {process.returncode}", log, "learning")
     report = json.loads((data / "filtered" / "report.json").read_text())
     counts = report["counts"]
     if counts.get("train", 0) < size.batch:
@@ -232,15 +232,6 @@ def _with(command: list[str], overrides: list[str]) -> list[str]:
     return [c for c in command if "=" not in c or key(c) not in replaced] + overrides
 
 
-def _env(extra: dict | None = None) -> dict:
-    threads = os.environ.get("REINFORCE_ADA_CPU_THREADS", str(os.cpu_count() or 1))
-    return {
-        **os.environ, "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "0", "RAY_USAGE_STATS_ENABLED": "0",
-        "VLLM_NO_USAGE_STATS": "1", "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "1",
-        "REINFORCE_ADA_CPU_THREADS": threads, "OMP_NUM_THREADS": threads, **(extra or {}),
-    }
-
-
 def run_command(
     method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, run_dir: Path, prompt_tokens: int,
 ) -> list[str]:
@@ -287,7 +278,7 @@ def train_run(
     with open(log, "w") as stream:
         process = subprocess.Popen(
             command, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True,
-            env=_env({"VERL_FILE_LOGGER_PATH": str(metrics_file)}),
+            env=demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(metrics_file)}),
         )
         try:
             _follow(process, metrics_file, name, seed, size, start)
@@ -299,11 +290,11 @@ def train_run(
         f.write(json.dumps({"attempt": attempt, "wall_s": wall, "returncode": process.returncode,
                             "date": datetime.datetime.now().isoformat(timespec="seconds")}) + "\n")
     if process.returncode != 0:
-        _fail(f"{name} seed {seed}: verl's trainer exited with status {process.returncode} "
-              "(rerun the benchmark to resume from the last checkpoint)", log)
+        demo.fail(f"{name} seed {seed}: verl's trainer exited with status {process.returncode} "
+                  "(rerun the benchmark to resume from the last checkpoint)", log, "learning")
     steps = sorted(s for s in merged_steps(run_dir) if s > 0)
     if steps != list(range(1, size.steps + 1)):
-        _fail(f"{name} seed {seed}: the trainer logged steps {steps}, expected 1..{size.steps}", log)
+        demo.fail(f"{name} seed {seed}: the trainer logged steps {steps}, expected 1..{size.steps}", log, "learning")
     attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
     (run_dir / "done.json").write_text(json.dumps({
         "method": name, "seed": seed, "date": datetime.date.today().isoformat(), "machine": machine(),
@@ -318,7 +309,7 @@ def _follow(process: subprocess.Popen, metrics_file: Path, name: str, seed: int,
     shown, last_note = 0, time.perf_counter()
     while process.poll() is None:
         time.sleep(3)
-        rows = _read_jsonl(metrics_file)
+        rows = demo.read_jsonl(metrics_file)
         for row in rows[shown:]:
             values, step = row["data"], row["step"]
             held_out = values.get(f"val-core/{FILTERED}/reward/mean@{size.eval_k}")
@@ -350,31 +341,14 @@ def _stop(process: subprocess.Popen) -> None:
             continue
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a line still being written
-    return rows
-
-
 def merged_steps(run_dir: Path) -> dict[int, dict]:
     """Step -> verl's logged values over every attempt; a resumed attempt's rows replace the earlier
     ones of the same step (it redoes the steps after its checkpoint)."""
     steps: dict[int, dict] = {}
     for path in sorted(run_dir.glob("metrics_*.jsonl")):
-        for row in _read_jsonl(path):
+        for row in demo.read_jsonl(path):
             steps[int(row["step"])] = row["data"]
     return steps
-
-
-def _fail(message: str, log: Path) -> None:
-    tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
-    print("\n".join(tail), file=sys.stderr)
-    raise SystemExit(f"[learning] {message}; the last lines of {log} are above")
 
 
 # ------------------------------------------------------------------------------------------
@@ -595,14 +569,7 @@ def main(argv: list[str] | None = None) -> None:
     work, results = Path(args.work).resolve(), Path(args.results).resolve()
     started = time.perf_counter()
 
-    if args.model:
-        model = Path(args.model).resolve()
-        if not (model / "config.json").exists():
-            parser.error(f"--model {args.model}: not a Hugging Face model folder (no config.json)")
-    else:
-        from reinforce_ada.smollm import smollm2_path
-
-        model = smollm2_path()
+    model = demo.model_folder(args.model, parser)
     data = prepare_data(work, model, size, tuple(args.pass_rate_range), args.data_seed)
     counts = data["counts"]
     _say(f"1/4 data: {counts.get('kept', 0)} of {size.pool} questions passed the filter: {counts.get('train', 0)} "

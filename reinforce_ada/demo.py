@@ -235,15 +235,8 @@ def train(
     run_dir = out / "runs" / method
     metrics_file = run_dir / "metrics.jsonl"
     metrics_file.unlink(missing_ok=True)
-    threads = os.environ.get("REINFORCE_ADA_CPU_THREADS", str(os.cpu_count() or 1))
     run_dir.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ, "VERL_FILE_LOGGER_PATH": str(metrics_file), "TOKENIZERS_PARALLELISM": "false",
-        "RAY_DEDUP_LOGS": "0", "RAY_USAGE_STATS_ENABLED": "0", "VLLM_NO_USAGE_STATS": "1",
-        "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "1",
-        # generation and the update take turns, so each may use every core (2x faster updates)
-        "REINFORCE_ADA_CPU_THREADS": threads, "OMP_NUM_THREADS": threads,
-    }
+    env = trainer_env({"VERL_FILE_LOGGER_PATH": str(metrics_file)})
     log = out / "logs" / f"{method}.log"
     command = trainer_command(method, model, data, size, run_dir, prompt_tokens, validate_base, overrides)
     _say(f"{method}: starting verl's trainer (Ray, vLLM server, FSDP2 worker); log: {log}")
@@ -253,7 +246,7 @@ def train(
 
     def show_progress() -> None:
         nonlocal shown
-        rows = _read_jsonl(metrics_file)
+        rows = read_jsonl(metrics_file)
         for row in rows[shown:]:
             step, values = row["step"], row["data"]
             if step == 0:  # verl's validation before training
@@ -288,17 +281,40 @@ def train(
                 last_note = time.perf_counter()
         show_progress()
     if process.returncode != 0:
-        _fail(f"{method}: verl's trainer exited with status {process.returncode}", log)
-    rows = _read_jsonl(metrics_file)
+        fail(f"{method}: verl's trainer exited with status {process.returncode}", log)
+    rows = read_jsonl(metrics_file)
     trained = [r for r in rows if r["step"] > 0]
     if len(trained) < size.steps:
-        _fail(f"{method}: the trainer logged {len(trained)} of {size.steps} steps", log)
+        fail(f"{method}: the trainer logged {len(trained)} of {size.steps} steps", log)
     if validate_base and rows[0]["step"] != 0:
-        _fail(f"{method}: the trainer logged no validation before its first step", log)
+        fail(f"{method}: the trainer logged no validation before its first step", log)
     return trained, time.perf_counter() - start
 
 
 # ------------------------------------------------------------------------------------------
+def trainer_env(extra: dict | None = None) -> dict:
+    """The environment of a trainer (or data prep) run on this CPU, plus ``extra``."""
+    threads = os.environ.get("REINFORCE_ADA_CPU_THREADS", str(os.cpu_count() or 1))
+    return {
+        **os.environ, "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "0", "RAY_USAGE_STATS_ENABLED": "0",
+        "VLLM_NO_USAGE_STATS": "1", "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "1",
+        # generation and the update take turns, so each may use every core (2x faster updates)
+        "REINFORCE_ADA_CPU_THREADS": threads, "OMP_NUM_THREADS": threads, **(extra or {}),
+    }
+
+
+def model_folder(model: str | None, parser: argparse.ArgumentParser) -> Path:
+    """``--model`` checked to be a Hugging Face folder, or SmolLM2-135M-Instruct (converted once)."""
+    if model:
+        path = Path(model).resolve()
+        if not (path / "config.json").exists():
+            parser.error(f"--model {model}: not a Hugging Face model folder (no config.json)")
+        return path
+    from reinforce_ada.smollm import smollm2_path
+
+    return smollm2_path()
+
+
 def _eta(step_ends: list[float], steps_left: int, first_step_seconds: float) -> str:
     """Mean wall time between logged steps (validations included) times the steps left; with
     one step logged, verl's own time for it (the wall time so far also holds verl's start-up)."""
@@ -309,7 +325,8 @@ def _eta(step_ends: list[float], steps_left: int, first_step_seconds: float) -> 
     return minutes(per_step * max(steps_left, 0))
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def read_jsonl(path: Path) -> list[dict]:
+    """A JSONL file's rows so far (none if it does not exist; a line being written ends them)."""
     if not path.exists():
         return []
     rows = []
@@ -326,10 +343,11 @@ def _fresh(path: Path) -> Path:
     return path
 
 
-def _fail(message: str, log: Path) -> None:
+def fail(message: str, log: Path, tag: str = "demo") -> None:
+    """Prints the last lines of ``log`` and exits with ``message``."""
     tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
     print("\n".join(tail), file=sys.stderr)
-    raise SystemExit(f"[demo] {message}; the last lines of {log} are above")
+    raise SystemExit(f"[{tag}] {message}; the last lines of {log} are above")
 
 
 def _machine() -> str:
@@ -365,14 +383,7 @@ def main(argv=None) -> dict:
     total_start = time.perf_counter()
 
     start = time.perf_counter()
-    if args.model:
-        model = Path(args.model).resolve()
-        if not (model / "config.json").exists():
-            parser.error(f"--model {args.model}: not a Hugging Face model folder (no config.json)")
-    else:
-        from reinforce_ada.smollm import smollm2_path
-
-        model = smollm2_path()
+    model = model_folder(args.model, parser)
     phases["model"] = time.perf_counter() - start
     _say(f"1/4 model: {model}")
 
