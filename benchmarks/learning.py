@@ -234,7 +234,9 @@ def _with(command: list[str], overrides: list[str]) -> list[str]:
 
 def run_command(
     method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, run_dir: Path, prompt_tokens: int,
+    validate_base: bool = True,
 ) -> list[str]:
+    """The trainer's command line. ``validate_base``: validate before the first step (the base model)."""
     name, group_size, overrides = method_overrides(method, size, matched_n)
     resuming = (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").exists()
     files = data["files"]
@@ -250,16 +252,21 @@ def run_command(
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
         "trainer.project_name=reinforce_ada_learning", f"trainer.experiment_name={name}_seed{seed}",
         f"trainer.save_freq={size.eval_every}", "trainer.max_actor_ckpt_to_keep=1", "trainer.resume_mode=auto",
-        # validation before the first step gives step 0; a resumed run has it already
-        f"trainer.val_before_train={'false' if resuming else 'true'}",
+        # validation before the first step gives step 0 (once per seed: every method starts from the same model);
+        # a resumed run has it already
+        f"trainer.val_before_train={'true' if validate_base and not resuming else 'false'}",
         *overrides,
     ])
 
 
 def train_run(
     method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, work: Path, prompt_tokens: int,
+    validate_base: bool = True,
 ) -> Path:
-    """Runs (or resumes, or skips if finished) one method at one seed; returns its folder."""
+    """Runs (or resumes, or skips if finished) one method at one seed; returns its folder.
+
+    ``validate_base``: this run measures the base model (step 0) for its seed; the others share it.
+    """
     name = method_overrides(method, size, matched_n)[0]
     run_dir = work / "runs" / name / f"seed{seed}"
     if (run_dir / "done.json").exists():
@@ -267,7 +274,7 @@ def train_run(
         return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     attempt = len(list(run_dir.glob("metrics_*.jsonl")))
-    command = run_command(method, seed, model, data, size, matched_n, run_dir, prompt_tokens)
+    command = run_command(method, seed, model, data, size, matched_n, run_dir, prompt_tokens, validate_base)
     (run_dir / f"command_{attempt:02d}.txt").write_text(shlex.join(command) + "\n")
     metrics_file = run_dir / f"metrics_{attempt:02d}.jsonl"
     log = run_dir / f"trainer_{attempt:02d}.log"
@@ -405,6 +412,8 @@ def collect(work: Path, size: Size) -> tuple[list[dict], list[dict], list[dict]]
     for run_dir in sorted((work / "runs").glob("*/seed*")):
         method, seed = run_dir.parent.name, int(run_dir.name.removeprefix("seed"))
         evaluated, steps = run_rows(method, seed, merged_steps(run_dir), size.eval_k)
+        if evaluated and evaluated[0]["step"] != 0:
+            evaluated.insert(0, {"method": method, "seed": seed, "step": 0, "base_of_seed": True})  # filled below
         done = run_dir / "done.json"
         finished = done.exists()
         for row in evaluated:
@@ -413,7 +422,16 @@ def collect(work: Path, size: Size) -> tuple[list[dict], list[dict], list[dict]]
         per_step += steps
         record = json.loads(done.read_text()) if finished else {"method": method, "seed": seed}
         runs.append({**record, "finished": finished, "steps_logged": len(steps)})
-    return rows, per_step, runs
+    # step 0 is the base model, validated once per seed (by its first run): the seed's other runs share it
+    base = {r["seed"]: r for r in rows if r["step"] == 0 and "base_of_seed" not in r}
+    filled = []
+    for row in rows:
+        if row.get("base_of_seed"):
+            if row["seed"] not in base:
+                continue  # its seed's base model has not been measured yet
+            row = {**base[row["seed"]], "method": row["method"], "finished": row["finished"], "base_of_seed": True}
+        filled.append(row)
+    return filled, per_step, runs
 
 
 def _cell(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
@@ -586,7 +604,8 @@ def main(argv: list[str] | None = None) -> None:
         todo = [(seed, method) for seed in seeds for method in args.methods]
         for i, (seed, method) in enumerate(todo):
             _say(f"3/4 run {i + 1}/{len(todo)} ({demo.minutes(time.perf_counter() - started)} so far)")
-            train_run(method, seed, model, data, size, matched["n"], work, prompt_tokens)
+            first_of_seed = method == args.methods[0]
+            train_run(method, seed, model, data, size, matched["n"], work, prompt_tokens, first_of_seed)
             write_results(work, results, size, data, matched, args.write)
     write_results(work, results, size, data, matched, args.write)
     _say(f"4/4 results: {results / 'runs.json'}" + (f" and the learning section of {args.write}" if args.write else "")

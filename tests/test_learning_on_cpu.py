@@ -64,10 +64,13 @@ def test_a_resumed_run_replaces_the_steps_it_redid_and_rows_add_up(tmp_path):
 def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_path):
     for seed, (grpo, balance) in enumerate([(0.4, 0.5), (0.2, 0.4), (0.3, 0.3)]):
         write_run(tmp_path, "grpo_n4", seed, [[(0, 0, 0.1), (2, 8, 0.2), (4, 8, grpo)]])
-        write_run(tmp_path, "balance", seed, [[(0, 0, 0.1), (2, 40, 0.2), (4, 30, balance)]])
+        # the base model is validated once per seed, by its first run: balance's runs start at step 1
+        write_run(tmp_path, "balance", seed, [[(1, 20, None), (2, 20, 0.2), (4, 30, balance)]])
     write_run(tmp_path, "est", 0, [[(0, 0, 0.1), (2, 8, 0.9)]], done=False)  # still running
     rows, per_step, runs = learning.collect(tmp_path, SIZE)
     assert {(r["method"], r["finished"]) for r in rows} == {("grpo_n4", True), ("balance", True), ("est", False)}
+    shared = [r for r in rows if r["method"] == "balance" and r["step"] == 0]
+    assert len(shared) == 3 and all(r["heldout_acc"] == 0.1 and r["base_of_seed"] for r in shared)
     data = {"counts": {"kept": 6, "train": 4, "test": 2}, "pass_range": [0, 0.3125]}
     text = learning.report(rows, per_step, runs, data, SIZE, {"n": 16, "balance_samples_per_prompt": 15.6})
     assert "| est |" not in text
@@ -78,7 +81,7 @@ def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_
     saved = json.loads((results / "runs.json").read_text())
     assert {"method", "seed", "step", "heldout_acc", "samples", "wall_s"} <= set(saved["runs"][0])
     assert (results / "curves.png").stat().st_size > 0 and "<!-- learning:start -->" in write.read_text()
-    assert saved["matched"]["measured"] == pytest.approx(35 / SIZE.batch)  # balance's samples per prompt
+    assert saved["matched"]["measured"] == pytest.approx(70 / 3 / SIZE.batch)  # balance: samples per prompt per step
 
 
 def test_methods_and_overrides():
