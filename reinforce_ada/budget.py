@@ -118,7 +118,7 @@ def priority(sampler: PromptSampler, count: int) -> tuple[int, float]:
         return 2, 1.0
     cfg = sampler.config
     a, b = cfg.tracker_prior_pos + sampler.num_pos, cfg.tracker_prior_neg + sampler.num_neg
-    if sampler.num_pos == 0 or sampler.num_neg == 0:
+    if _uniform(sampler):
         # the chance of drawing the kind the pool lacks (the prior alone for an empty pool)
         none_of_it = _beta_binomial(0 if sampler.num_pos == 0 else count, count, a, b)
         return 1, 1.0 - none_of_it
