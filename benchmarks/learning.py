@@ -111,7 +111,7 @@ DEFAULT = Size()
 QUICK = Size(
     pool=12, filter_k=4, heldout_filtered=2, heldout_all=4, batch=2, steps=2, eval_every=1, eval_k=2, mini_batch=2
 )
-METHODS = ("grpo_n4", "balance", "est", "pos", "grpo_matched")  # the order each seed runs them in
+METHODS = ("grpo_n4", "balance", "grpo_matched", "est", "pos")  # the order each seed runs them in
 
 
 def _say(message: str) -> None:
