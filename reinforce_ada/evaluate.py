@@ -31,7 +31,7 @@ from math import comb
 from pathlib import Path
 
 from reinforce_ada.vllm_sampling import ChatSampler as Sampler
-from reinforce_ada.vllm_sampling import chat_sampler
+from reinforce_ada.vllm_sampling import chat_sampler, close_engine
 
 
 def pass_at(k: int, correct: int, j: int) -> float:
@@ -159,6 +159,7 @@ def main(argv=None, sampler_factory=None) -> dict:
         else:
             llm, sample = None, sampler_factory(model)
         all_results[str(checkpoint)] = evaluate_model(sample, benchmarks, args.k, pass_ks, compute_score)
+        close_engine(llm)  # before the next checkpoint's engine asks for its memory
         del llm, sample
         gc.collect()
     out = Path(args.output)
