@@ -517,8 +517,11 @@ def _cell(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
     return f"{scale * mean:.{digits}f}" + ("" if math.isnan(ci) else f" ± {scale * ci:.{digits}f}")
 
 
-def report(rows: list[dict], per_step: list[dict], runs: list[dict], data: dict, size: Size, matched: dict) -> str:
-    """The RESULTS.md section: finished runs only."""
+def report(
+    rows: list[dict], per_step: list[dict], runs: list[dict], data: dict, size: Size, matched: dict,
+    records: str = "runs",
+) -> str:
+    """The RESULTS.md section: finished runs only. ``records``: the run records' folder, as linked from it."""
     finished = {(r["method"], r["seed"]) for r in runs if r["finished"]}
     rows = [r for r in rows if (r["method"], r["seed"]) in finished]
     per_step = [r for r in per_step if (r["method"], r["seed"]) in finished]
@@ -536,7 +539,9 @@ def report(rows: list[dict], per_step: list[dict], runs: list[dict], data: dict,
         f"{size.eval_every} steps. Sample-matched GRPO: n {matched['n']} (balance's "
         f"{matched['balance_samples_per_prompt']:.2f} samples per prompt on these pass rates, by the core sampler"
         + (f"; balance measured {matched['measured']:.2f} in training" if matched.get("measured") else "")
-        + "). Mean ± 95% interval (Student t) over seeds.",
+        + "). Mean ± 95% interval (Student t) over seeds. Command: `python benchmarks/learning.py --seeds S "
+        "--write benchmarks/RESULTS.md`, a seed or a few methods at a time; each run's trainer command is in its "
+        "record (last table).",
         "",
         f"| method | seeds | held-out Avg@{k}, filtered (%) | pass@{k}, filtered (%) | Avg@{k}, unfiltered (%) | "
         "samples / step | tokens / step | step time (s) | groups with signal (%) |",
@@ -580,9 +585,10 @@ def report(rows: list[dict], per_step: list[dict], runs: list[dict], data: dict,
             lines.append(f"| {method} | " + " | ".join(cells) + f" | {_cell(list(diffs.values()))} |")
     done = [r for r in runs if r["finished"]]
     if done:
-        lines += ["", "Runs (date, machine, wall time with start-up):",
-                  "", "| method | seed | date | wall | machine |", "|---|---:|---|---:|---|"]
-        lines += [f"| {r['method']} | {r['seed']} | {r['date']} | {r['wall_s'] / 60:.1f} min | {r['machine']} |"
+        lines += ["", "Runs (date, machine, wall time with start-up; the record holds the command and every logged "
+                  "value):", "", "| method | seed | date | wall | machine | record |", "|---|---:|---|---:|---|---|"]
+        lines += [f"| {r['method']} | {r['seed']} | {r['date']} | {r['wall_s'] / 60:.1f} min | {r['machine']} | "
+                  f"[{r['method']}_seed{r['seed']}.json]({records}/{r['method']}_seed{r['seed']}.json) |"
                   for r in sorted(done, key=lambda r: (_method_order(r["method"]), r["seed"]))]
     return "\n".join(lines)
 
@@ -635,8 +641,9 @@ def write_results(work: Path, results: Path, size: Size, data: dict, matched: di
     if any(r["finished"] for r in rows):
         plot(rows, size, results / "curves.png")
     if write:
-        body = report(rows, per_step, runs, data, size, matched)
-        rel = os.path.relpath(results / "curves.png", Path(write).resolve().parent)
+        here = Path(write).resolve().parent
+        body = report(rows, per_step, runs, data, size, matched, os.path.relpath(results / "runs", here))
+        rel = os.path.relpath(results / "curves.png", here)
         write_section(write, "learning", "Learning: Reinforce-Ada against GRPO on SmolLM2-135M, over seeds",
                       body + f"\n\n![held-out accuracy against step, samples and wall time]({rel})")
 
