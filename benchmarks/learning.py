@@ -185,8 +185,9 @@ def prepare_data(
             lines = [line for line in log.read_text(errors="replace").splitlines() if "[data_prep]" in line]
             for line in lines[shown:]:
                 _say(f"1/4 data: {line.split('] ', 1)[-1]}")
+            if len(lines) != shown:  # a chunk was saved: keep it
+                _merge_pass_rates(sampled, kept)
             shown = len(lines)
-            _merge_pass_rates(sampled, kept)
     _merge_pass_rates(sampled, kept)
     if process.returncode != 0:
         demo.fail(f"data prep exited with status {process.returncode}", log, "learning")

@@ -203,12 +203,13 @@ def estimate_pass_rates(
 
 def _engine_on_first_use(args: argparse.Namespace) -> Sampler:
     """A sampler that starts vLLM when first called: a run whose pass rates are all saved starts none."""
-    engine: list = []
+    started: Sampler | None = None  # holds its engine alive
 
     def sample(prompts, k):
-        if not engine:
-            engine.extend(chat_sampler(args.model, args.temperature, args.max_tokens, args.seed))
-        return engine[1](prompts, k)
+        nonlocal started
+        if started is None:
+            _engine, started = chat_sampler(args.model, args.temperature, args.max_tokens, args.seed)
+        return started(prompts, k)
 
     return sample
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
 ChatSampler = Callable[[Sequence[list[dict]], int], list[list[str]]]
@@ -16,8 +17,6 @@ def chat_sampler(
     model: str, temperature: float, max_tokens: int, seed: int, memory_utilization: float | None = None
 ) -> tuple[object, ChatSampler]:
     """Returns the engine (keep it alive while sampling) and the sampling function."""
-    import os
-
     import torch
 
     on_gpu = torch.cuda.is_available()
