@@ -265,6 +265,12 @@ def _with(command: list[str], overrides: list[str]) -> list[str]:
     return [c for c in command if "=" not in c or key(c) not in replaced] + overrides
 
 
+def micro_batch_size(mini_batch_samples: int, most: int = 32) -> int:
+    """Samples per forward pass: the largest divisor of the mini-batch up to ``most`` (more only costs memory;
+    verl's update asserts that it divides the mini-batch, after the first rollout)."""
+    return max(d for d in range(1, most + 1) if mini_batch_samples % d == 0)
+
+
 def run_command(
     method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, run_dir: Path, prompt_tokens: int,
     validate_base: bool = True,
@@ -277,7 +283,7 @@ def run_command(
         "GRPO-n4", model, {"train": Path(files["train"]), "test": Path(files["heldout_filtered"])},
         size.trainer_size(group_size), run_dir, prompt_tokens,
     )
-    micro = min(size.mini_batch * group_size, 32)  # samples per forward pass; more only costs memory
+    micro = micro_batch_size(size.mini_batch * group_size)
     return _with(base, [
         f"data.val_files=[{files['heldout_filtered']},{files['heldout_all']}]",
         "data.shuffle=true", f"data.seed={seed}", f"reinforce_ada.sampling_seed={seed}",

@@ -141,6 +141,8 @@ def test_methods_and_overrides():
     assert learning.method_overrides("est", learning.DEFAULT, 16)[:2] == ("est", 4)
     with pytest.raises(SystemExit, match="unknown method 'grpo'"):
         learning.method_overrides("grpo", learning.DEFAULT, 16)
+    # a mini-batch of 4 prompts x 20 samples does not split into forward passes of 32 (verl refuses it)
+    assert [learning.micro_batch_size(s) for s in (16, 80, 128, 4 * 13)] == [16, 20, 32, 26]
     merged = learning._with(["a=1", "+b=2", "-m", "c=3"], ["b=5", "d=4"])
     assert merged == ["a=1", "-m", "c=3", "b=5", "d=4"]
 
