@@ -583,11 +583,14 @@ def report(
     base = {(r["seed"], r["step"]): r["heldout_acc"] for r in rows if r["method"] == BASELINE}
     seeds = sorted({seed for seed, step in base if step == size.steps})
     if seeds:
+        # one evaluation of one run swings by tens of points: the average over the run's evaluations is steadier
+        averaged = [f"steps {later[0]}-{later[-1]} averaged"] if len(later) > 1 else []
         lines += ["", f"Paired difference to {BASELINE} (filtered Avg@{k}, points): per seed at steps "
-                  + " / ".join(map(str, later)) + ", then mean ± 95% interval at each:", "",
+                  + " / ".join(map(str, later)) + ", then mean ± 95% interval at each"
+                  + (" and of each seed's average over them" if averaged else "") + ":", "",
                   "| method | " + " | ".join(f"seed {s}" for s in seeds) + " | "
-                  + " | ".join(f"step {s}" for s in later) + " |",
-                  "|---|" + "---:|" * (len(seeds) + len(later))]
+                  + " | ".join([f"step {s}" for s in later] + averaged) + " |",
+                  "|---|" + "---:|" * (len(seeds) + len(later) + len(averaged))]
         for method in methods:
             if method == BASELINE:
                 continue
@@ -596,6 +599,10 @@ def report(
             per_seed = [" / ".join(f"{100 * diffs[(seed, s)]:+.1f}" for s in later if (seed, s) in diffs)
                         for seed in seeds]
             at_step = [_cell([d for (_, s), d in diffs.items() if s == step], sign="+") for step in later]
+            if averaged:
+                complete = [seed for seed in seeds if all((seed, s) in diffs for s in later)]
+                at_step.append(_cell([sum(diffs[(seed, s)] for s in later) / len(later) for seed in complete],
+                                     sign="+"))
             lines.append(f"| {method} | " + " | ".join(per_seed) + " | " + " | ".join(at_step) + " |")
     if model_free:
         lines += ["", model_free]

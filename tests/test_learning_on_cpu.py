@@ -81,7 +81,8 @@ def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_
     text = learning.report(rows, per_step, runs, data, SIZE, {"n": 16, "balance_samples_per_prompt": 15.6})
     assert "| est |" not in text
     # per seed at steps 2 / 4, then the mean at each; t(2) = 4.303: 4.303 x 10 / sqrt(3) = 24.8
-    assert "| balance | +0.0 / +10.0 | +0.0 / +20.0 | +0.0 / +0.0 | +0.0 ± 0.0 | +10.0 ± 24.8 |" in text
+    # and the seeds' averages over steps 2 and 4: +5, +10, +0 (4.303 x 5 / sqrt(3) = 12.4)
+    assert "| balance | +0.0 / +10.0 | +0.0 / +20.0 | +0.0 / +0.0 | +0.0 ± 0.0 | +10.0 ± 24.8 | +5.0 ± 12.4 |" in text
     assert "| grpo_n4 | 3 | 30.0 ± 24.8 |" in text
     assert "6 runs, 0.1 h of this machine in all" in text
     results, write = tmp_path / "results", tmp_path / "RESULTS.md"
