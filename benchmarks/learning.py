@@ -621,7 +621,7 @@ def report(
 def model_free_expectation(path: Path) -> str:
     """One paragraph: the model-free study's paired differences to GRPO-n4 at its last step, and the seeds a
     paired comparison measured like this benchmark's needs to see each ('' without the study's records)."""
-    from benchmarks.learning_model_free import seeds_needed
+    from benchmarks.learning_model_free import paired_effect
 
     if not path.exists():
         return ""
@@ -631,9 +631,8 @@ def model_free_expectation(path: Path) -> str:
     seeds = sorted(seed for method, seed in final if method == BASELINE)
     parts = []
     for method in sorted({m for m, _ in final if m != BASELINE}, key=_method_order):
-        paired = [(final[(method, s)], final[(BASELINE, s)]) for s in seeds if (method, s) in final]
-        diff, ci = mean_ci([a["heldout_acc"] - b["heldout_acc"] for a, b in paired])
-        need = seeds_needed([a["measured_acc"] - b["measured_acc"] for a, b in paired])
+        paired = [s for s in seeds if (method, s) in final]
+        diff, ci, _, need = paired_effect([final[(method, s)] for s in paired], [final[(BASELINE, s)] for s in paired])
         parts.append(f"{method} {100 * diff:+.2f} ± {100 * ci:.2f} points (about {need:.0f} seeds)")
     setting = study["setting"]
     return (f"What to expect, from the [model-free study](#learning-without-a-model-reinforce-ada-vs-grpo) "

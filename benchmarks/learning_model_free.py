@@ -242,6 +242,16 @@ def seeds_needed(differences: list[float]) -> float:
     return float(math.ceil(((1.96 + 0.84) * d.std(ddof=1) / abs(d.mean())) ** 2))
 
 
+def paired_effect(records: list[dict], baseline: list[dict]) -> tuple[float, float, float, float]:
+    """A method's last-step records against the baseline's, seed by seed: the mean difference in exact held-out
+    accuracy, its 95% half-width, and the seeds a paired comparison needs to see it with the exact and with the
+    measured accuracy."""
+    exact = [r["heldout_acc"] - b["heldout_acc"] for r, b in zip(records, baseline)]
+    mean, ci = mean_ci(exact)
+    measured = [r["measured_acc"] - b["measured_acc"] for r, b in zip(records, baseline)]
+    return mean, ci, seeds_needed(exact), seeds_needed(measured)
+
+
 def run(seeds: int, setting: Setting, progress=print) -> dict:
     """All methods over ``seeds`` seeds: the matched GRPO's n from balance's first pass."""
     tasks = {seed: make_task(seed, setting) for seed in range(seeds)}
@@ -278,8 +288,6 @@ def summarize(study: dict, setting: Setting) -> tuple[list[dict], str]:
         "measured |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    base_h = [r["heldout_acc"] for r in final["grpo_n4"]]
-    base_m = [r["measured_acc"] for r in final["grpo_n4"]]
     start = mean_ci([runs["grpo_n4"][s][0]["heldout_acc"] for s in seeds])[0]
     for method, records in final.items():
         h, u, t = (mean_ci([r[k] for r in records]) for k in ("heldout_acc", "unfiltered_acc", "train_acc"))
@@ -288,10 +296,8 @@ def summarize(study: dict, setting: Setting) -> tuple[list[dict], str]:
         if method == "grpo_n4":
             diff, need, need_measured = "-", "-", "-"
         else:
-            d = [r["heldout_acc"] - b for r, b in zip(records, base_h)]
-            m, ci = mean_ci(d)
-            diff, need = f"{100 * m:+.2f} ± {100 * ci:.2f} pts", f"{seeds_needed(d):.0f}"
-            need_measured = f"{seeds_needed([r['measured_acc'] - b for r, b in zip(records, base_m)]):.0f}"
+            m, ci, exact, measured = paired_effect(records, final["grpo_n4"])
+            diff, need, need_measured = f"{100 * m:+.2f} ± {100 * ci:.2f} pts", f"{exact:.0f}", f"{measured:.0f}"
         lines.append(
             f"| {method} | {100 * h[0]:.2f} ± {100 * h[1]:.2f}% | {100 * u[0]:.2f} ± {100 * u[1]:.2f}% | "
             f"{100 * t[0]:.2f} ± {100 * t[1]:.2f}% | {per_prompt:.2f} | {100 * sig:.1f}% | {diff} | {need} | "
