@@ -696,7 +696,18 @@ def write_results(work: Path, results: Path, size: Size, data: dict, matched: di
                       model_free_expectation(ROOT / "benchmarks" / "results" / "learning_model_free.json"))
         rel = os.path.relpath(results / "curves.png", here)
         write_section(write, "learning", "Learning: Reinforce-Ada against GRPO on SmolLM2-135M, over seeds",
-                      body + f"\n\n![held-out accuracy against step, samples and wall time]({rel})")
+                      body + f"\n\n![held-out accuracy against step, samples and wall time]({rel})",
+                      measured=measured_span(runs))
+
+
+def measured_span(runs: list[dict]) -> str | None:
+    """The dates and machines of the run records, e.g. '2026-12-02 to 2026-12-03 on 2 CPU cores (...)'."""
+    dates = sorted({r["date"] for r in runs if r.get("date")})
+    if not dates:
+        return None
+    machines = sorted({r["machine"] for r in runs if r.get("machine")}) or [machine()]
+    span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    return f"{span} on {' and '.join(machines)}"
 
 
 def main(argv: list[str] | None = None) -> None:

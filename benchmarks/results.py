@@ -23,10 +23,11 @@ def machine() -> str:
     return f"{os.cpu_count()} CPU cores ({cpu}), Python {platform.python_version()}"
 
 
-def write_section(path: str | Path, key: str, title: str, body: str) -> None:
+def write_section(path: str | Path, key: str, title: str, body: str, measured: str | None = None) -> None:
+    """``measured`` replaces today's date and this machine in the stamp, for a section gathered over days."""
     path = Path(path)
     text = path.read_text() if path.exists() else "# Benchmark results\n\nEach section is written by its harness.\n"
-    stamp = f"_Measured {datetime.date.today().isoformat()} on {machine()}._"
+    stamp = f"_Measured {measured or datetime.date.today().isoformat() + ' on ' + machine()}._"
     section = f"<!-- {key}:start -->\n## {title}\n\n{stamp}\n\n{body.strip()}\n<!-- {key}:end -->"
     pattern = re.compile(rf"<!-- {re.escape(key)}:start -->.*?<!-- {re.escape(key)}:end -->", re.S)
     text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"

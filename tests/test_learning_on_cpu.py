@@ -90,6 +90,9 @@ def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_
     saved = json.loads((results / "runs.json").read_text())
     assert {"method", "seed", "step", "heldout_acc", "samples", "wall_s"} <= set(saved["runs"][0])
     assert (results / "curves.png").stat().st_size > 0 and "<!-- learning:start -->" in write.read_text()
+    assert "_Measured 2026-12-02 on test._" in write.read_text()  # the records' dates, not today's
+    runs[0]["date"] = "2026-12-04"
+    assert learning.measured_span(runs) == "2026-12-02 to 2026-12-04 on test"
     assert saved["matched"]["measured"] == pytest.approx(70 / 3 / SIZE.batch)  # balance: samples per prompt per step
 
 
