@@ -701,11 +701,11 @@ def write_results(work: Path, results: Path, size: Size, data: dict, matched: di
 
 
 def measured_span(runs: list[dict]) -> str | None:
-    """The dates and machines of the run records, e.g. '2026-12-02 to 2026-12-03 on 2 CPU cores (...)'."""
-    dates = sorted({r["date"] for r in runs if r.get("date")})
-    if not dates:
+    """The dates and machines of the finished runs' records, e.g. '2026-12-02 to 2026-12-03 on 2 CPU cores (...)'."""
+    recorded = [r for r in runs if r["finished"]]
+    if not recorded:
         return None
-    machines = sorted({r["machine"] for r in runs if r.get("machine")}) or [machine()]
+    dates, machines = sorted({r["date"] for r in recorded}), sorted({r["machine"] for r in recorded})
     span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
     return f"{span} on {' and '.join(machines)}"
 
