@@ -27,8 +27,9 @@ vLLM-CPU rollout, FSDP2 update) with SmolLM2-135M-Instruct, in phases:
    evaluated step; samples, tokens and wall time cumulative), ``RESULTS/steps.json`` (one row per
    training step), ``RESULTS/curves.png`` and, with ``--write``, the ``learning`` section of
    RESULTS.md (mean and 95% interval per method and evaluated step, paired differences to GRPO-n4
-   per seed at every evaluated step, what the model-free study expects and how many seeds it says
-   this measure needs, the runs' total wall time). Every run records its date, machine and command.
+   and to the sample-matched GRPO per seed at every evaluated step, what the model-free study
+   expects and how many seeds it says this measure needs, the runs' total wall time). Every run
+   records its date, machine and command.
 
 WORK is scratch (checkpoints, logs, parquet). What a run on another machine needs to carry on is
 kept under RESULTS, meant to be committed: the base model's pass rates (``pass_rates.jsonl``,
@@ -580,30 +581,9 @@ def report(
                  for s in evaluated_steps]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     later = [s for s in evaluated_steps if s > 0]
-    base = {(r["seed"], r["step"]): r["heldout_acc"] for r in rows if r["method"] == BASELINE}
-    seeds = sorted({seed for seed, step in base if step == size.steps})
-    if seeds:
-        # one evaluation of one run swings by tens of points: the average over the run's evaluations is steadier
-        averaged = [f"steps {later[0]}-{later[-1]} averaged"] if len(later) > 1 else []
-        lines += ["", f"Paired difference to {BASELINE} (filtered Avg@{k}, points): per seed at steps "
-                  + " / ".join(map(str, later)) + ", then mean ± 95% interval at each"
-                  + (" and of each seed's average over them" if averaged else "") + ":", "",
-                  "| method | " + " | ".join(f"seed {s}" for s in seeds) + " | "
-                  + " | ".join([f"step {s}" for s in later] + averaged) + " |",
-                  "|---|" + "---:|" * (len(seeds) + len(later) + len(averaged))]
-        for method in methods:
-            if method == BASELINE:
-                continue
-            diffs = {(r["seed"], r["step"]): r["heldout_acc"] - base[(r["seed"], r["step"])] for r in rows
-                     if r["method"] == method and (r["seed"], r["step"]) in base and r["step"] > 0}
-            per_seed = [" / ".join(f"{100 * diffs[(seed, s)]:+.1f}" for s in later if (seed, s) in diffs)
-                        for seed in seeds]
-            at_step = [_cell([d for (_, s), d in diffs.items() if s == step], sign="+") for step in later]
-            if averaged:
-                complete = [seed for seed in seeds if all((seed, s) in diffs for s in later)]
-                at_step.append(_cell([sum(diffs[(seed, s)] for s in later) / len(later) for seed in complete],
-                                     sign="+"))
-            lines.append(f"| {method} | " + " | ".join(per_seed) + " | " + " | ".join(at_step) + " |")
+    matched_grpo = f"grpo_n{matched['n']}"
+    for reference in [BASELINE] + ([matched_grpo] if matched_grpo in methods and matched_grpo != BASELINE else []):
+        lines += _paired_table(rows, methods, reference, later, size.steps, k)
     if model_free:
         lines += ["", model_free]
     done = [r for r in runs if r["finished"]]
@@ -616,6 +596,37 @@ def report(
         lines += ["", f"{len(done)} runs, {sum(r['wall_s'] for r in done) / 3600:.1f} h of this machine in all "
                   "(the data phase not counted)."]
     return "\n".join(lines)
+
+
+def _paired_table(rows: list[dict], methods: list[str], reference: str, later: list[int], last_step: int,
+                  k: int) -> list[str]:
+    """Report lines: each method's held-out accuracy minus ``reference``'s on the same seed, per seed at the
+    evaluated steps ``later``, then mean ± 95% interval at each and of each seed's average over them."""
+    base = {(r["seed"], r["step"]): r["heldout_acc"] for r in rows if r["method"] == reference}
+    seeds = sorted({seed for seed, step in base if step == last_step})
+    if not seeds:
+        return []
+    # one evaluation of one run swings by tens of points: the average over the run's evaluations is steadier
+    averaged = [f"steps {later[0]}-{later[-1]} averaged"] if len(later) > 1 else []
+    lines = ["", f"Paired difference to {reference} (filtered Avg@{k}, points): per seed at steps "
+             + " / ".join(map(str, later)) + ", then mean ± 95% interval at each"
+             + (" and of each seed's average over them" if averaged else "") + ":", "",
+             "| method | " + " | ".join(f"seed {s}" for s in seeds) + " | "
+             + " | ".join([f"step {s}" for s in later] + averaged) + " |",
+             "|---|" + "---:|" * (len(seeds) + len(later) + len(averaged))]
+    for method in methods:
+        if method == reference:
+            continue
+        diffs = {(r["seed"], r["step"]): r["heldout_acc"] - base[(r["seed"], r["step"])] for r in rows
+                 if r["method"] == method and (r["seed"], r["step"]) in base and r["step"] > 0}
+        per_seed = [" / ".join(f"{100 * diffs[(seed, s)]:+.1f}" for s in later if (seed, s) in diffs)
+                    for seed in seeds]
+        at_step = [_cell([d for (_, s), d in diffs.items() if s == step], sign="+") for step in later]
+        if averaged:
+            complete = [seed for seed in seeds if all((seed, s) in diffs for s in later)]
+            at_step.append(_cell([sum(diffs[(seed, s)] for s in later) / len(later) for seed in complete], sign="+"))
+        lines.append(f"| {method} | " + " | ".join(per_seed) + " | " + " | ".join(at_step) + " |")
+    return lines
 
 
 def model_free_expectation(path: Path) -> str:

@@ -70,11 +70,13 @@ def test_a_resumed_run_replaces_the_steps_it_redid_and_rows_add_up(tmp_path):
 def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_path):
     for seed, (grpo, balance) in enumerate([(0.4, 0.5), (0.2, 0.4), (0.3, 0.3)]):
         write_run(tmp_path, "grpo_n4", seed, [[(0, 0, 0.1), (2, 8, 0.2), (4, 8, grpo)]])
+        write_run(tmp_path, "grpo_n16", seed, [[(1, 32, None), (2, 32, 0.1), (4, 32, 0.5)]])  # the matched GRPO
         # the base model is validated once per seed, by its first run: balance's runs start at step 1
         write_run(tmp_path, "balance", seed, [[(1, 20, None), (2, 20, 0.2), (4, 30, balance)]])
     write_run(tmp_path, "est", 0, [[(0, 0, 0.1), (2, 8, 0.9)]], done=False)  # still running
     rows, per_step, runs = learning.collect(tmp_path, tmp_path / "results", SIZE)
-    assert {(r["method"], r["finished"]) for r in rows} == {("grpo_n4", True), ("balance", True), ("est", False)}
+    assert {(r["method"], r["finished"]) for r in rows} == {
+        ("grpo_n4", True), ("grpo_n16", True), ("balance", True), ("est", False)}
     shared = [r for r in rows if r["method"] == "balance" and r["step"] == 0]
     assert len(shared) == 3 and all(r["heldout_acc"] == 0.1 and r["base_of_seed"] for r in shared)
     data = {"counts": {"kept": 6, "train": 4, "test": 2}, "pass_range": [0, 0.3125]}
@@ -84,7 +86,11 @@ def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_
     # and the seeds' averages over steps 2 and 4: +5, +10, +0 (4.303 x 5 / sqrt(3) = 12.4)
     assert "| balance | +0.0 / +10.0 | +0.0 / +20.0 | +0.0 / +0.0 | +0.0 ± 0.0 | +10.0 ± 24.8 | +5.0 ± 12.4 |" in text
     assert "| grpo_n4 | 3 | 30.0 ± 24.8 |" in text
-    assert "6 runs, 0.1 h of this machine in all" in text
+    # and to the sample-matched GRPO, on the same seeds: balance +10 / +0, +10 / -10, +10 / -20
+    assert "Paired difference to grpo_n16" in text
+    assert ("| balance | +10.0 / +0.0 | +10.0 / -10.0 | +10.0 / -20.0 | +10.0 ± 0.0 | -10.0 ± 24.8 | +0.0 ± 12.4 |"
+            in text)
+    assert "9 runs, 0.1 h of this machine in all" in text
     results, write = tmp_path / "results", tmp_path / "RESULTS.md"
     learning.write_results(tmp_path, results, SIZE, data, {"n": 16, "balance_samples_per_prompt": 15.6}, str(write))
     saved = json.loads((results / "runs.json").read_text())
