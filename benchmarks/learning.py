@@ -581,8 +581,8 @@ def report(
                  for s in evaluated_steps]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     later = [s for s in evaluated_steps if s > 0]
-    matched_grpo = f"grpo_n{matched['n']}"
-    for reference in [BASELINE] + ([matched_grpo] if matched_grpo in methods and matched_grpo != BASELINE else []):
+    matched_grpo = method_overrides("grpo_matched", size, matched["n"])[0]
+    for reference in dict.fromkeys([BASELINE, matched_grpo]):  # one table when the matched n is GRPO-n4's
         lines += _paired_table(rows, methods, reference, later, size.steps, k)
     if model_free:
         lines += ["", model_free]
@@ -601,7 +601,8 @@ def report(
 def _paired_table(rows: list[dict], methods: list[str], reference: str, later: list[int], last_step: int,
                   k: int) -> list[str]:
     """Report lines: each method's held-out accuracy minus ``reference``'s on the same seed, per seed at the
-    evaluated steps ``later``, then mean ± 95% interval at each and of each seed's average over them."""
+    evaluated steps ``later``, then mean ± 95% interval at each and of each seed's average over them; none
+    without a finished ``reference`` run."""
     base = {(r["seed"], r["step"]): r["heldout_acc"] for r in rows if r["method"] == reference}
     seeds = sorted({seed for seed, step in base if step == last_step})
     if not seeds:
