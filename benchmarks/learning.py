@@ -1,4 +1,4 @@
-"""Does Reinforce-Ada learn more than GRPO? Seeds, the paper's data regime, a sample-matched GRPO.
+"""Does Reinforce-Ada learn more than GRPO? Seeds, the paper's data regime, a GRPO at balance's predicted samples.
 
     python benchmarks/learning.py [--quick] [--seeds 0 1 2] [--methods grpo_n4 balance ...]
         [--work outputs/learning] [--results benchmarks/results/learning] [--write benchmarks/RESULTS.md]
@@ -13,23 +13,22 @@ vLLM-CPU rollout, FSDP2 update) with SmolLM2-135M-Instruct, in phases:
    pass rate is in (0, 0.3125] are kept (the paper's "easy" filter) and split into training
    prompts and a filtered held-out set; a second, unfiltered held-out set is drawn from the same
    generator. The counts go to ``data.json``;
-2. the sample-matched n: balance's mean samples per prompt on these prompts, computed with the
+2. the matched n: balance's expected samples per prompt on these prompts, computed with the
    package's core sampler on the measured pass rates (before any training), rounded;
 3. training: every method x seed from the same model, with the same prompts in the same order
    (``data.seed``), the same optimiser and steps, and ``reinforce_ada.sampling_seed`` = seed, so
    the methods draw the same first samples for a prompt at the same weights. GRPO runs on the
    adaptive path with one round of n and no exit rule (the groups verl's GRPO forms, with
    verl's GRPO advantage), so its rollouts are seeded the same way. verl validates on both
-   held-out sets every ``eval_every`` steps (Avg@k and pass@k). Each run lives in its own folder
+   held-out sets every ``eval_every`` steps (Avg@k and verl's bootstrap best@k). Each run lives in its own folder
    (``WORK/runs/<method>/seed<seed>``) and checkpoints at every evaluation: a rerun resumes a killed
    one from its last checkpoint, so the benchmark can run in pieces;
 4. results, rewritten after every run: ``RESULTS/runs.json`` (one row per method, seed and
    evaluated step; samples, tokens and wall time cumulative), ``RESULTS/steps.json`` (one row per
    training step), ``RESULTS/curves.png`` and, with ``--write``, the ``learning`` section of
    RESULTS.md (mean and 95% interval per method and evaluated step, paired differences to GRPO-n4
-   and to the sample-matched GRPO per seed at every evaluated step, what the model-free study
-   expects and how many seeds it says this measure needs, the runs' total wall time). Every run
-   records its date, machine and command.
+   and to the matched GRPO per seed at every evaluated step, same-day step-time ratios, how noisy
+   one run is, the runs' total wall time). Every run records its date, machine and command.
 
 WORK is scratch (checkpoints, logs, parquet). What a run on another machine needs to carry on is
 kept under RESULTS, meant to be committed: the base model's pass rates (``pass_rates.jsonl``,
@@ -62,6 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.results import machine, write_section  # noqa: E402
+from benchmarks.stats import excludes_zero, mean_ci, sd  # noqa: E402
 from reinforce_ada import demo, demo_task  # noqa: E402
 
 FILTERED, UNFILTERED = "arithmetic_filtered", "arithmetic_all"  # the held-out sets' data_source
@@ -81,7 +81,7 @@ class Size:
         batch: Prompts per training step.
         steps: Training steps per run.
         eval_every: Validation (and checkpoint) every this many steps, and before the first.
-        eval_k: Samples per held-out question (Avg@k, pass@k).
+        eval_k: Samples per held-out question (Avg@k, best@k).
         max_response_tokens: Response limit in filtering, training and validation.
         lr: Actor learning rate (AdamW).
         mini_batch: Prompts per optimiser step.
@@ -215,7 +215,7 @@ def prepare_data(
 
 
 # ------------------------------------------------------------------------------------------
-# phase 2: GRPO's sample-matched n
+# phase 2: the matched GRPO's n (fixed before the runs, from the base pass rates)
 # ------------------------------------------------------------------------------------------
 def balance_samples_per_prompt(pass_rates: list[float], n: int, repeats: int = 20, seed: int = 0) -> float:
     """Balance's mean samples per prompt (M 8, R 4) on prompts with these pass rates, by the core sampler."""
@@ -458,6 +458,7 @@ def run_rows(method: str, seed: int, steps: dict[int, dict], eval_k: int) -> tup
                 "signal_frac": values["reinforce_ada/kept_groups_with_signal_frac"],
                 "train_pass_rate": values["reinforce_ada/pass_rate_mean"],
                 "kept_samples": values["reinforce_ada/kept_samples"],
+                "no_answer_frac": values.get("reinforce_ada/reward/no_answer"),
             }
             per_step.append(row)
             samples, tokens, wall = samples + row["samples"], tokens + row["tokens"], wall + row["wall_s"]
@@ -472,19 +473,6 @@ def run_rows(method: str, seed: int, steps: dict[int, dict], eval_k: int) -> tup
             "samples": samples, "tokens": tokens, "wall_s": wall, "k": eval_k,
         })
     return evaluated, per_step
-
-
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131]
-
-
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95% Student-t interval (0 for one value)."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, float("nan")
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return mean, (_T95[n - 2] if n - 2 < len(_T95) else 1.96) * sd / math.sqrt(n)
 
 
 def collect(work: Path, results: Path, size: Size) -> tuple[list[dict], list[dict], list[dict]]:
@@ -528,50 +516,54 @@ def _cell(values: list[float], scale: float = 100.0, digits: int = 1, sign: str 
 
 def report(
     rows: list[dict], per_step: list[dict], runs: list[dict], data: dict, size: Size, matched: dict,
-    records: str = "runs", model_free: str = "",
+    records: str = "runs",
 ) -> str:
-    """The RESULTS.md section: finished runs only. ``records``: the run records' folder, as linked from it;
-    ``model_free``: what the model-free study expects (:func:`model_free_expectation`)."""
+    """The RESULTS.md section: finished runs only. ``records``: the run records' folder, as linked from it.
+
+    Every sentence in it is computed from the rows it reports, so that it says what they show and no more."""
     finished = {(r["method"], r["seed"]) for r in runs if r["finished"]}
     rows = [r for r in rows if (r["method"], r["seed"]) in finished]
     per_step = [r for r in per_step if (r["method"], r["seed"]) in finished]
     methods = sorted({r["method"] for r in rows}, key=_method_order)
     counts = data["counts"]
     k = size.eval_k
+    matched_grpo = method_overrides("grpo_matched", size, matched["n"])[0]
+    run_means = _run_means(per_step)
+
+    def per_run(method: str, key: str) -> list[float]:
+        """Each run's mean per step (the interval is over runs, as the accuracy's)."""
+        return [v[key] for (m, _), v in sorted(run_means.items()) if m == method]
+
     lines = [
         f"SmolLM2-135M-Instruct through verl's trainer on this CPU. Data: {size.pool} questions of the demo task, "
         f"{size.filter_k} base-model samples each; pass rate in ({data['pass_range'][0]:g}, "
         f"{data['pass_range'][1]:g}]: {counts.get('kept', 0)} kept ({counts.get('pass_rate_too_low', 0)} at 0, "
         f"{counts.get('pass_rate_too_high', 0)} above), split into {counts.get('train', 0)} training prompts and "
         f"{counts.get('test', 0)} filtered held-out questions; {size.heldout_all} unfiltered held-out questions. "
-        f"{size.steps} steps of {size.batch} prompts, n {size.n}, AdamW lr {size.lr:g}, responses up to "
-        f"{size.max_response_tokens} tokens, temperature 1.0; held-out Avg@{k} and pass@{k} every "
-        f"{size.eval_every} steps. Sample-matched GRPO: n {matched['n']} (balance's "
-        f"{matched['balance_samples_per_prompt']:.2f} samples per prompt on these pass rates, by the core sampler"
-        + (f"; balance measured {matched['measured']:.2f} in training" if matched.get("measured") else "")
-        + "). Mean ± 95% interval (Student t) over seeds. Command: `python benchmarks/learning.py --seeds S "
+        f"{size.steps} steps of {size.batch} prompts, n {size.n}, AdamW lr {size.lr:g} (constant), responses up to "
+        f"{size.max_response_tokens} tokens, temperature 1.0; held-out Avg@{k} and best@{k} at steps "
+        f"{', '.join(str(s) for s in sorted({r['step'] for r in rows}))} only. "
+        f"{_matched_sentence(matched_grpo, matched, per_run, size.batch)} "
+        "Mean ± 95% interval (Student t) over seeds. Command: `python benchmarks/learning.py --seeds S "
         "--write benchmarks/RESULTS.md`, a seed or a few methods at a time; each run's trainer command is in its "
         "record (last table).",
         "",
-        f"| method | seeds | held-out Avg@{k}, filtered (%) | pass@{k}, filtered (%) | Avg@{k}, unfiltered (%) | "
-        "samples / step | tokens / step | step time (s) | groups with signal (%) |",
+        f"| method | seeds | held-out Avg@{k}, filtered (%) | best@{k} (bootstrap), filtered (%) | Avg@{k}, unfiltered "
+        "(%) | responses / step | tokens / step | step time (s) | groups with signal (%) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for method in methods:
         final = [r for r in rows if r["method"] == method and r["step"] == size.steps]
-
-        def per_run(key: str, method=method) -> list[float]:
-            """Each run's mean per step (the interval is over runs, as the accuracy's)."""
-            seeds = sorted({s["seed"] for s in per_step if s["method"] == method})
-            return [mean_ci([s[key] for s in per_step if s["method"] == method and s["seed"] == seed])[0]
-                    for seed in seeds]
-
         lines.append(
             f"| {method} | {len(final)} | {_cell([r['heldout_acc'] for r in final])} | "
             f"{_cell([r['heldout_pass_at_k'] for r in final])} | {_cell([r['heldout_all_acc'] for r in final])} | "
-            f"{_cell(per_run('samples'), 1, 0)} | {_cell(per_run('tokens'), 1, 0)} | "
-            f"{_cell(per_run('wall_s'), 1, 0)} | {_cell(per_run('signal_frac'), 100, 0)} |"
+            f"{_cell(per_run(method, 'samples'), 1, 0)} | {_cell(per_run(method, 'tokens'), 1, 0)} | "
+            f"{_cell(per_run(method, 'wall_s'), 1, 0)} | {_cell(per_run(method, 'signal_frac'), 100, 0)} |"
         )
+    lines += ["", f"At step {size.steps}. best@{k} is verl's bootstrap estimate, not pass@{k}: the mean over 1000 "
+              f"draws of {k} of a question's {k} responses, with replacement, of the best reward, so a question with "
+              f"1 of {k} responses correct counts {1 - (1 - 1 / k) ** k:.2f}, not 1."]
+    lines += _step_time_lines(runs, run_means, methods, [BASELINE, matched_grpo])
     evaluated_steps = sorted({r["step"] for r in rows})
     lines += ["", f"Held-out Avg@{k} (filtered, %) by step:", "",
               "| method | " + " | ".join(f"step {s}" for s in evaluated_steps) + " |",
@@ -581,11 +573,16 @@ def report(
                  for s in evaluated_steps]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     later = [s for s in evaluated_steps if s > 0]
-    matched_grpo = method_overrides("grpo_matched", size, matched["n"])[0]
+    comparisons: dict[tuple[str, str, str], list[float]] = {}
     for reference in dict.fromkeys([BASELINE, matched_grpo]):  # one table when the matched n is GRPO-n4's
-        lines += _paired_table(rows, methods, reference, later, size.steps, k)
-    if model_free:
-        lines += ["", model_free]
+        lines += _paired_table(rows, methods, reference, later, size.steps, k, comparisons)
+    if comparisons:
+        excluding = sum(excludes_zero(d) for d in comparisons.values() if len(d) > 1)
+        lines += ["", f"These tables hold {len(comparisons)} distinct paired comparisons (a method against a "
+                  f"reference at a step or averaged); {excluding} of their intervals exclude 0. The intervals are not "
+                  f"corrected for multiple comparisons: at 95%, about {len(comparisons) / 20:.1f} of "
+                  f"{len(comparisons)} would exclude 0 by chance alone."]
+    lines += _noise_lines(rows, per_step, methods, size)
     done = [r for r in runs if r["finished"]]
     if done:
         lines += ["", "Runs (date, machine, wall time with start-up; the record holds the command and every logged "
@@ -598,8 +595,97 @@ def report(
     return "\n".join(lines)
 
 
+def _run_means(per_step: list[dict]) -> dict[tuple[str, int], dict[str, float]]:
+    """(method, seed) -> each per-step value averaged over the run's steps."""
+    runs: dict[tuple[str, int], list[dict]] = {}
+    for row in per_step:
+        runs.setdefault((row["method"], row["seed"]), []).append(row)
+    return {key: {name: sum(r[name] for r in steps) / len(steps)
+                  for name in ("samples", "tokens", "wall_s", "signal_frac")}
+            for key, steps in runs.items()}
+
+
+def _matched_sentence(matched_grpo: str, matched: dict, per_run, batch: int) -> str:
+    """What the 'sample-matched' GRPO was matched to, and how far it is from what balance drew."""
+    sentence = (f"{matched_grpo}'s n was fixed before the runs at balance's expected responses per prompt on the base "
+                f"pass rates ({matched['balance_samples_per_prompt']:.2f}, by the core sampler)")
+    balance, grpo = per_run("balance", "samples"), per_run(matched_grpo, "samples")
+    if not (balance and grpo):
+        return sentence + "."
+    mean = lambda values: sum(values) / len(values)  # noqa: E731
+    samples = mean(balance) / mean(grpo)
+    tokens = mean(per_run("balance", "tokens")) / mean(per_run(matched_grpo, "tokens"))
+    return (sentence + f"; in training balance drew {mean(balance) / batch:.2f} per prompt, so balance drew "
+            f"{samples:.2f}x {matched_grpo}'s responses and {tokens:.2f}x its tokens per step.")
+
+
+def _step_time_lines(runs: list[dict], run_means: dict, methods: list[str], references: list[str]) -> list[str]:
+    """Step times are only comparable within a day: the ratio of each method's mean step time to a reference's,
+    for the seeds whose two runs were measured on the same date."""
+    dates = {(r["method"], r["seed"]): r.get("date") for r in runs if r["finished"]}
+    by_method: dict[str, list[float]] = {}
+    for (method, _), values in run_means.items():
+        by_method.setdefault(method, []).append(values["wall_s"])
+    drift = max((max(v) / min(v) - 1 for v in by_method.values() if len(v) > 1), default=0.0)
+    lines = ["", "Step time relative to the reference, for the seeds whose two runs were measured on the same day"
+             + (f" (the mean step time of one method varied by up to {100 * drift:.0f}% between runs, and more "
+                "between days than within one, so step times compare only within a day):"
+                if len(set(dates.values())) > 1 else ":")]
+    for reference in dict.fromkeys(references):
+        parts = []
+        for method in methods:
+            if method == reference:
+                continue
+            ratios = [f"{run_means[(method, seed)]['wall_s'] / run_means[(reference, seed)]['wall_s']:.2f} "
+                      f"(seed {seed})"
+                      for (m, seed) in sorted(run_means) if m == method and (reference, seed) in run_means
+                      and dates.get((method, seed)) == dates.get((reference, seed))]
+            if ratios:
+                parts.append(f"{method} {', '.join(ratios)}")
+        if parts:
+            lines.append(f"- to {reference}: " + "; ".join(parts) + ".")
+    return lines if len(lines) > 2 else []
+
+
+def _noise_lines(rows: list[dict], per_step: list[dict], methods: list[str], size: Size) -> list[str]:
+    """How noisy a single run is, from the runs themselves."""
+    final = {m: [100 * r["heldout_acc"] for r in rows if r["method"] == m and r["step"] == size.steps]
+             for m in methods}
+    sds = [sd(v) for v in final.values() if len(v) > 1]
+    base = sorted({(r["seed"], r["heldout_acc"]) for r in rows if r["step"] == 0})
+    lines = ["", "How noisy one run is:"]
+    if sds:
+        lines.append(f"- between seeds, held-out Avg@{size.eval_k} at step {size.steps} has a standard deviation of "
+                     f"{min(sds):.1f}-{max(sds):.1f} points, depending on the method;")
+    if len(base) > 1:
+        lines.append(f"- the base model, the same weights validated once by each seed's first run with other "
+                     f"sampling, scored {', '.join(f'{100 * acc:.1f}%' for _, acc in base)};")
+    evaluated = sorted({r["step"] for r in rows if r["step"] > 0})
+    if len(evaluated) > 1:
+        last, before = evaluated[-1], evaluated[-2]
+        acc = {(r["method"], r["seed"], r["step"]): r["heldout_acc"] for r in rows}
+        pairs = [(m, s) for m, s, step in acc if step == last and (m, s, before) in acc]
+        fell = sum(acc[(m, s, last)] < acc[(m, s, before)] for m, s in pairs)
+        lines.append(f"- held-out accuracy fell between steps {before} and {last} in {fell} of {len(pairs)} runs;")
+    no_answer = {}
+    for row in per_step:
+        if row.get("no_answer_frac") is not None:
+            no_answer.setdefault(row["step"], []).append(100 * row["no_answer_frac"])
+    if 1 in no_answer and 3 in no_answer:
+        lines.append(f"- training responses without an answer (they score 0): {min(no_answer[1]):.0f}-"
+                     f"{max(no_answer[1]):.0f}% at step 1, {min(no_answer[3]):.0f}-{max(no_answer[3]):.0f}% at step "
+                     "3, over all runs: every method learns the answer format first, which alone can account for "
+                     "much of the early gain;")
+    lines.append(f"- the learning rate is constant ({size.lr:g}) with no warm-up, and Adam moves each weight by up to "
+                 "about lr per step whatever the gradient's size: one evaluation of one run mixes the estimator's "
+                 "quality with where that run's walk happens to be.")
+    if len(lines) > 2:
+        lines[-2] = lines[-2].rstrip(";") + ";"
+    return lines
+
+
 def _paired_table(rows: list[dict], methods: list[str], reference: str, later: list[int], last_step: int,
-                  k: int) -> list[str]:
+                  k: int, comparisons: dict | None = None) -> list[str]:
     """Report lines: each method's held-out accuracy minus ``reference``'s on the same seed, per seed at the
     evaluated steps ``later``, then mean ± 95% interval at each and of each seed's average over them; none
     without a finished ``reference`` run."""
@@ -622,37 +708,17 @@ def _paired_table(rows: list[dict], methods: list[str], reference: str, later: l
                  if r["method"] == method and (r["seed"], r["step"]) in base and r["step"] > 0}
         per_seed = [" / ".join(f"{100 * diffs[(seed, s)]:+.1f}" for s in later if (seed, s) in diffs)
                     for seed in seeds]
-        at_step = [_cell([d for (_, s), d in diffs.items() if s == step], sign="+") for step in later]
+        columns = {f"step {step}": [d for (_, s), d in diffs.items() if s == step] for step in later}
         if averaged:
             complete = [seed for seed in seeds if all((seed, s) in diffs for s in later)]
-            at_step.append(_cell([sum(diffs[(seed, s)] for s in later) / len(later) for seed in complete], sign="+"))
+            columns[averaged[0]] = [sum(diffs[(seed, s)] for s in later) / len(later) for seed in complete]
+        at_step = [_cell(values, sign="+") for values in columns.values()]
+        if comparisons is not None:  # a pair compared both ways is one comparison
+            for column, values in columns.items():
+                if values:
+                    comparisons[(*sorted((method, reference)), column)] = values
         lines.append(f"| {method} | " + " | ".join(per_seed) + " | " + " | ".join(at_step) + " |")
     return lines
-
-
-def model_free_expectation(path: Path) -> str:
-    """One paragraph: the model-free study's paired differences to GRPO-n4 at its last step, and the seeds a
-    paired comparison measured like this benchmark's needs to see each ('' without the study's records)."""
-    from benchmarks.learning_model_free import paired_effect
-
-    if not path.exists():
-        return ""
-    study = json.loads(path.read_text())
-    last = max(r["step"] for r in study["runs"])
-    final = {(r["method"], r["seed"]): r for r in study["runs"] if r["step"] == last}
-    seeds = sorted(seed for method, seed in final if method == BASELINE)
-    parts = []
-    for method in sorted({m for m, _ in final if m != BASELINE}, key=_method_order):
-        paired = [s for s in seeds if (method, s) in final]
-        diff, ci, _, need = paired_effect([final[(method, s)] for s in paired], [final[(BASELINE, s)] for s in paired])
-        parts.append(f"{method} {100 * diff:+.2f} ± {100 * ci:.2f} points (about {need:.0f} seeds)")
-    setting = study["setting"]
-    return (f"What to expect, from the [model-free study](#learning-without-a-model-reinforce-ada-vs-grpo) "
-            f"({len(seeds)} seeds, {setting['optimizer']} lr {setting['lr']:g}, its matched GRPO is "
-            f"grpo_n{study['matched_n']}): the paired difference to {BASELINE} at its last step, and in brackets "
-            f"the seeds a paired comparison needs to see it when accuracy is measured as here (Avg@"
-            f"{setting['eval_k']} on {setting['eval_questions']} questions; two-sided 5%, power 80%): "
-            + "; ".join(parts) + ".")
 
 
 def _method_order(method: str) -> tuple[int, str]:
@@ -704,10 +770,10 @@ def write_results(work: Path, results: Path, size: Size, data: dict, matched: di
         plot(rows, size, results / "curves.png")
     if write:
         here = Path(write).resolve().parent
-        body = report(rows, per_step, runs, data, size, matched, os.path.relpath(results / "runs", here),
-                      model_free_expectation(ROOT / "benchmarks" / "results" / "learning_model_free.json"))
+        body = report(rows, per_step, runs, data, size, matched, os.path.relpath(results / "runs", here))
         rel = os.path.relpath(results / "curves.png", here)
-        write_section(write, "learning", "Learning: Reinforce-Ada against GRPO on SmolLM2-135M, over seeds",
+        title = "Learning, first protocol: Reinforce-Ada against GRPO on SmolLM2-135M, 3 seeds"
+        write_section(write, "learning", title,
                       body + f"\n\n![held-out accuracy against step, samples and wall time]({rel})",
                       measured=measured_span(runs))
 

@@ -91,6 +91,14 @@ def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_
     assert ("| balance | +10.0 / +0.0 | +10.0 / -10.0 | +10.0 / -20.0 | +10.0 ± 0.0 | -10.0 ± 24.8 | +0.0 ± 12.4 |"
             in text)
     assert "9 runs, 0.1 h of this machine in all" in text
+    # balance against both references at steps 2, 4 and averaged, grpo_n16 against grpo_n4 likewise: 9 comparisons;
+    # two are the same on every seed (-10 and +10 at step 2), and so exclude 0
+    assert "hold 9 distinct paired comparisons" in text and "2 of their intervals exclude 0" in text
+    assert "fell between steps 2 and 4 in 0 of 9 runs" in text
+    assert "best@2 (bootstrap)" in text and "counts 0.75, not 1" in text  # 1 - (1/2)^2
+    # balance logged steps 1, 2 and 4 with 20, 20 and 30 samples: 23.33 a step, 11.67 per prompt; grpo_n16 32 a step
+    assert "balance drew 11.67 per prompt, so balance drew 0.73x grpo_n16's responses" in text
+    assert "- to grpo_n4: grpo_n16 1.00 (seed 0), 1.00 (seed 1), 1.00 (seed 2);" in text
     results, write = tmp_path / "results", tmp_path / "RESULTS.md"
     learning.write_results(tmp_path, results, SIZE, data, {"n": 16, "balance_samples_per_prompt": 15.6}, str(write))
     saved = json.loads((results / "runs.json").read_text())
@@ -100,22 +108,6 @@ def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_
     runs[0]["date"] = "2026-12-04"
     assert learning.measured_span(runs) == "2026-12-02 to 2026-12-04 on test"
     assert saved["matched"]["measured"] == pytest.approx(70 / 3 / SIZE.batch)  # balance: samples per prompt per step
-
-
-def test_the_model_free_expectation_pairs_seeds_and_says_how_many_the_benchmark_needs(tmp_path):
-    assert learning.model_free_expectation(tmp_path / "absent.json") == ""
-    rows = [{"method": m, "seed": s, "step": step, "heldout_acc": acc + (step and d),
-             "measured_acc": acc + (step and d) + (noise if m == "balance" else 0.0)}
-            for s, noise in enumerate([0.0, 0.02, -0.02, 0.01])
-            for m, d in (("grpo_n4", 0.0), ("balance", -0.02))
-            for step, acc in ((0, 0.1), (10, 0.5 + s / 100))]
-    path = tmp_path / "study.json"
-    path.write_text(json.dumps({"setting": {"optimizer": "adam", "lr": 0.05, "eval_k": 8, "eval_questions": 64},
-                                "matched_n": 14, "runs": rows}))
-    text = learning.model_free_expectation(path)
-    # exactly 2 points below on every seed; measured with noise (-2, 0, -4, -1 points): (2.8 x sd / mean)^2 = 7.5
-    assert "4 seeds" in text and "grpo_n14" in text and "balance -2.00 ± 0.00 points (about 8 seeds)" in text
-    assert "grpo_n4 " not in text.split(":", 1)[1].split(")", 1)[1]
 
 
 def test_finished_runs_live_in_their_records_and_other_sizes_are_refused(tmp_path):
