@@ -1,12 +1,12 @@
 """What the Reinforce-Ada controller costs per prompt, from 512 to 65,536 prompts per step.
 
-    python benchmarks/controller_overhead.py [--sizes 512,2048,8192,32768,65536] [--write benchmarks/RESULTS.md]
+    python -m benchmarks.controller_overhead [--sizes 512,2048,8192,32768,65536] [--write benchmarks/RESULTS.md]
 
 Times, per step, with rewards drawn in advance so that the generate callback costs next to
 nothing (and its own time is subtracted):
 
 * sampler: the rounds' bookkeeping, exit rules, group formation and pool statistics
-  (``reinforce_ada.step.run_step``), balance variant, reference settings, early-training pass rates;
+  (``reinforce_ada.core.step.run_step``), balance variant, reference settings, early-training pass rates;
 * estimator: the ``reinforce_ada`` advantage estimator on the kept B * 4 samples (256 response
   tokens each), next to verl's own ``grpo`` estimator on the same batch.
 
@@ -20,18 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from benchmarks.results import write_section  # noqa: E402
-from reinforce_ada.config import SamplerConfig  # noqa: E402
-from reinforce_ada.step import run_step  # noqa: E402
+from benchmarks.results import write_section
+from reinforce_ada.core.config import SamplerConfig
+from reinforce_ada.core.step import run_step
 
 RESPONSE_LENGTH = 256
 RESULTS_DIR = Path(__file__).with_name("results")
@@ -63,8 +60,8 @@ def time_sampler(prompts: int, seed: int) -> tuple[float, dict]:
 def time_estimators(pools: dict, seed: int) -> tuple[float, float]:
     from verl.trainer.ppo import core_algos
 
-    from reinforce_ada.estimator import compute_reinforce_ada_outcome_advantage
-    from reinforce_ada.handover import publish_pools
+    from reinforce_ada.integration.estimator import compute_reinforce_ada_outcome_advantage
+    from reinforce_ada.integration.handover import publish_pools
 
     g = torch.Generator().manual_seed(seed)
     uids = np.repeat(np.array(list(pools), dtype=object), 4)
@@ -112,7 +109,7 @@ def main(argv=None) -> None:
             row += f" {per_prompt_us / 1e3 / generation_ms:.2e} |"
         lines.append(row)
         print(row, flush=True)
-    command = f"python benchmarks/controller_overhead.py --sizes {args.sizes} --seed {args.seed}"
+    command = f"python -m benchmarks.controller_overhead --sizes {args.sizes} --seed {args.seed}"
     body = (
         f"Regenerate with `{command} --write benchmarks/RESULTS.md`. Sampler: rounds, exit rules, groups and "
         f"pool statistics for one step (balance, M = 8, R = 4, early-training pass rates), generation excluded. "

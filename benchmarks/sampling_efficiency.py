@@ -1,6 +1,6 @@
 """Sampling efficiency without a model: what each method draws, and how many useful groups it gets.
 
-    python benchmarks/sampling_efficiency.py [--prompts 4096] [--seed 0] [--write benchmarks/RESULTS.md]
+    python -m benchmarks.sampling_efficiency [--prompts 4096] [--seed 0] [--write benchmarks/RESULTS.md]
         [--dataset 1024] [--batch 256] [--epochs 4]
 
 Prompts get pass rates from a distribution; each sample is a Bernoulli(p) 0/1 reward. A *useful*
@@ -36,18 +36,14 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.results import write_section  # noqa: E402
-from reinforce_ada.config import SamplerConfig  # noqa: E402
-from reinforce_ada.metrics import group_has_signal  # noqa: E402
-from reinforce_ada.step import run_step  # noqa: E402
-from reinforce_ada.tracker import PassRateTracker, allocate_samples, plan_first_requests  # noqa: E402
+from benchmarks.results import write_section
+from reinforce_ada.core.config import SamplerConfig
+from reinforce_ada.core.metrics import group_has_signal
+from reinforce_ada.core.step import run_step
+from reinforce_ada.core.tracker import PassRateTracker, allocate_samples, plan_first_requests
 
 DISTRIBUTIONS: dict[str, Callable[[random.Random], float]] = {
     "uniform": lambda rng: rng.random(),
@@ -296,7 +292,7 @@ def train_simulation(
             else:
                 if method == "truth":
                     first_requests = allocate_samples(
-                        p, config.n * len(ids), config.min_samples_per_prompt, config.budget, config.prompt_weight_eps
+                        p, config.n * len(ids), config.min_samples_per_prompt, config.n_max, config.prompt_weight_eps
                     )
                 else:
                     first_requests = plan_first_requests(tracker, keys, config)
@@ -361,7 +357,7 @@ def main(argv=None) -> None:
     parser.add_argument("--write", metavar="RESULTS_MD", help="also write the tables into this Markdown file")
     args = parser.parse_args(argv)
     command = (
-        f"python benchmarks/sampling_efficiency.py --prompts {args.prompts} --seed {args.seed} "
+        f"python -m benchmarks.sampling_efficiency --prompts {args.prompts} --seed {args.seed} "
         f"--dataset {args.dataset} --batch {args.batch} --epochs {args.epochs}"
     )
     efficiency = efficiency_table(args.prompts, args.seed)

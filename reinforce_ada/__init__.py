@@ -1,14 +1,24 @@
 """Reinforce-Ada: adaptive sampling for RL post-training of LLMs, as a verl plug-in.
 
-The algorithm core (this package's top-level modules ``config``, ``sampling``, ``groups``,
-``advantage``, ``metrics``) is pure Python and torch. The verl glue (``estimator`` and the
-modules that import verl) is loaded by verl itself through the ``verl.plugins`` entry point.
+The layers, each a subpackage:
+
+* ``core``: the algorithm (sampling state, budgets, schedules, groups, advantages, the pass-rate
+  tracker), pure Python and torch, nothing of verl, Ray or vLLM;
+* ``integration``: the verl glue that runs the core inside verl's trainers;
+* ``platform``: verl on a CPU, and single-machine runs kept off the network;
+* ``tasks``: the math reward, data preparation and evaluation;
+* ``demo`` and ``tools``: the CPU demo, the replay simulator, the tiny and SmolLM2 models.
+
+The modules at this level (``main_ppo``, ``agent_loop``, ``checkpoint``, ``replay_buffer``,
+``reward``) are the paths users' commands and verl configs name; each forwards to its layer.
+This namespace re-exports the core's main types.
 """
 
-from reinforce_ada.advantage import PoolStats, outcome_advantages, pool_stats
-from reinforce_ada.config import ConfigError, SamplerConfig
-from reinforce_ada.groups import PromptGroup, form_group, select_group
-from reinforce_ada.sampling import PromptSampler, RewardError, run_rounds
+from reinforce_ada.core.advantage import PoolStats, outcome_advantages, pool_stats
+from reinforce_ada.core.config import ConfigError, SamplerConfig
+from reinforce_ada.core.groups import PromptGroup, form_group, select_group
+from reinforce_ada.core.sampler import PromptSampler, RewardError
+from reinforce_ada.core.schedules import run_rounds
 
 __version__ = "0.1.0"
 

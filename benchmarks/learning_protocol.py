@@ -1,0 +1,77 @@
+"""What the learning benchmark runs: its sizes, its methods and the overrides that make them.
+
+Shared by the harness (``benchmarks.learning``) and its report (``benchmarks.learning_report``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from reinforce_ada.demo.config import DemoSize
+
+FILTERED, UNFILTERED = "arithmetic_filtered", "arithmetic_all"  # the held-out sets' data_source
+EASY = (0.0, 0.3125)  # the paper's "easy" filter: 0 < pass rate <= 5/16
+BASELINE = "grpo_n4"
+
+
+@dataclass(frozen=True)
+class Size:
+    """How big the benchmark is; every method gets the same numbers.
+
+    Attributes:
+        pool: Questions sampled by the base model for the filter.
+        filter_k: Samples per pool question for its pass rate.
+        heldout_filtered: Filtered questions held out (the rest train).
+        heldout_all: Unfiltered held-out questions, from the same generator.
+        run: Every training run's size, as the demo's: prompts per step, steps, evaluation every
+            ``eval_every`` steps with ``eval_k`` samples per held-out question, the response limit (also
+            the filter's), learning rate, mini-batch and n (``group_size``: GRPO-n4's n, Reinforce-Ada's
+            group size; the matched GRPO's own n replaces it in its runs). Its ``train_prompts`` and
+            ``test_prompts`` are the demo's and unused here.
+    """
+
+    pool: int = 768
+    filter_k: int = 16
+    heldout_filtered: int = 64
+    heldout_all: int = 64
+    run: DemoSize = DemoSize(steps=20, eval_every=10)
+
+    def record(self) -> dict:
+        """The size as a run's record stores it: flat, with the run's group size as ``n``."""
+        run = {k: v for k, v in asdict(self.run).items() if k not in ("train_prompts", "test_prompts", "group_size")}
+        return {"pool": self.pool, "filter_k": self.filter_k, "heldout_filtered": self.heldout_filtered,
+                "heldout_all": self.heldout_all, **run, "n": self.run.group_size}
+
+    def differs_from(self, recorded: dict) -> list[str]:
+        """The keys in which a record's size differs from this one. A key the record lacks (a setting added
+        after it was made) counts only if this size has it off its default."""
+        mine, defaults = self.record(), DemoSize().__dict__
+        return sorted(k for k, v in mine.items() if recorded.get(k, defaults.get(k, v)) != v or
+                      (k not in recorded and k in defaults and v != defaults[k]))
+
+
+DEFAULT = Size()
+QUICK = Size(
+    pool=12, filter_k=4, heldout_filtered=2, heldout_all=4,
+    run=DemoSize(batch=2, steps=2, eval_every=1, eval_k=2, mini_batch=2),
+)
+METHODS = ("grpo_n4", "balance", "grpo_matched", "est", "pos")  # the order each seed runs them in
+
+
+def method_overrides(method: str, size: Size, matched_n: int) -> tuple[str, int, list[str]]:
+    """The method's name in the results, its update group size and its Hydra overrides."""
+    if method.startswith("grpo_n") or method == "grpo_matched":
+        k = matched_n if method == "grpo_matched" else int(method.removeprefix("grpo_n"))
+        # one round of k and nothing else: every prompt's group is its k samples, with verl's GRPO advantage
+        return f"grpo_n{k}", k, [
+            "reinforce_ada.enable=true", "algorithm.adv_estimator=grpo", f"actor_rollout_ref.rollout.n={k}",
+            f"reinforce_ada.round_size={k}", "reinforce_ada.max_rounds=1",
+        ]
+    if method in ("balance", "pos", "est"):
+        # the paper's rounds: M = 8, R = 4 (Est: N_max = 32)
+        return method, size.run.group_size, [
+            "reinforce_ada.enable=true", "algorithm.adv_estimator=reinforce_ada", f"reinforce_ada.variant={method}",
+            "reinforce_ada.round_size=8", "reinforce_ada.max_rounds=4",
+            f"actor_rollout_ref.rollout.n={size.run.group_size}",
+        ]
+    raise SystemExit(f"[learning] --methods: unknown method {method!r}; known: {', '.join(METHODS)} or grpo_n<k>")

@@ -1,0 +1,35 @@
+"""Reproducible rollouts: one vLLM seed per training sample.
+
+With ``reinforce_ada.sampling_seed`` set, the i-th sample a prompt draws in a training step is
+generated with the seed :func:`sample_seed` derives from the run seed, the prompt's identity
+(the pass-rate tracker's key: its messages and data source), the step and i (its index in the
+prompt's pool). Nothing else enters: not the worker that runs it, the order requests are sent
+or finish in, the round it belongs to, or the mode. So two runs with the same settings draw the
+same samples at step 1, and two methods draw the same first samples of a prompt at the same
+weights (common random numbers). What it does not promise: identical logits in batches of a
+different shape (floating point), nor identical weights after an update on a platform whose
+kernels are not deterministic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+SEED_BITS = 63  # vLLM takes any non-negative int64; -1 means "unseeded"
+
+
+def sample_seed(run_seed: int, prompt_key: str, step: int, index: int) -> int:
+    """The vLLM seed of one sample.
+
+    Args:
+        run_seed: ``reinforce_ada.sampling_seed``.
+        prompt_key: The prompt's :func:`~reinforce_ada.core.tracker.prompt_identity`.
+        step: The training step (verl's ``global_steps``).
+        index: The sample's index in the prompt's pool for this step (0, 1, ...).
+
+    Returns:
+        An integer in [0, 2**63).
+    """
+    payload = f"{int(run_seed)}:{prompt_key}:{int(step)}:{int(index)}".encode()
+    digest = hashlib.blake2b(payload, digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> (64 - SEED_BITS)

@@ -1,0 +1,378 @@
+"""The adaptive rollout on verl's V1 trainer (TransferQueue, ``trainer.use_v1=true``).
+
+Samples live in TransferQueue under ``{uid}_{session}_{i}``. Session ids continue across a
+prompt's requests, so a sample's session is its index among everything the prompt asked for;
+a failed sample's session is not in the pool, so :class:`_RequestBook` maps pool indices to
+sessions. Samples not kept are deleted before the replay buffer reads the step's batch; dropped
+prompts leave none. In ``mode=async`` each prompt request is its own Ray call, on the worker
+with the fewest in flight.
+
+The manager also keeps the pass-rate tracker (:mod:`reinforce_ada.core.tracker`), keyed by a hash of
+each prompt's messages: it plans Est's allocation or the warm start's first requests, learns from
+every sample drawn, is saved in each verl checkpoint by
+:class:`reinforce_ada.checkpoint.TrackerCheckpointCallback`, and is restored from the checkpoint
+verl resumed from at the first training step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ray
+from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
+from verl.utils import tensordict_utils as tu
+
+from reinforce_ada.core.config import SamplerConfig
+from reinforce_ada.core.sampler import FAILED
+from reinforce_ada.core.seeding import sample_seed
+from reinforce_ada.core.tracker import (
+    PassRateTracker,
+    make_tracker,
+    plan_first_requests,
+    prompt_identities,
+    prompt_identity,
+)
+from reinforce_ada.integration.checkpoint import load_tracker, resumed_checkpoint_dir
+from reinforce_ada.integration.rollout import (
+    RewardTally,
+    SampleRecord,
+    check_streaming_reward,
+    is_number,
+    progress,
+    publish_step,
+    reward_name,
+    run_sampling,
+    sampling_seed,
+    warn_once,
+)
+
+
+def _round_rewards(
+    records: Sequence[SampleRecord], requests: Mapping[int, int], uids, offsets
+) -> dict[int, list[tuple[int, float | None]]]:
+    """Groups the records by prompt: ``(session, reward)`` in session order, the reward
+    :data:`~reinforce_ada.core.sampler.FAILED` for a session that came back without a record
+    (its generation or reward call raised; verl's worker logs why).
+
+    Args:
+        records: What the workers reported for the requests' samples.
+        requests: Prompt index to the number of samples requested.
+        uids: Prompt index to its uid.
+        offsets: Prompt index to the first session id (pool index) of its request.
+    """
+    by_uid: dict[str, dict[int, float]] = defaultdict(dict)
+    for record in records:
+        by_uid[record.uid][record.session] = record.reward
+    results = {}
+    for prompt, count in requests.items():
+        got = by_uid.get(uids[prompt], {})
+        expected = range(offsets[prompt], offsets[prompt] + count)
+        stray = sorted(set(got) - set(expected))
+        if stray:
+            raise RuntimeError(
+                f"reinforce_ada: prompt uid {uids[prompt]} got samples it did not ask for (sessions {stray[:8]})"
+            )
+        results[prompt] = [(session, got.get(session, FAILED)) for session in expected]
+    return results
+
+
+SESSION_OFFSET = "__reinforce_ada_session_offset__"
+
+
+class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
+    """verl's V1 agent-loop worker, plus a blocking ``run_requests`` that reports each sample's reward.
+
+    verl numbers a prompt's sessions from 0 on every call; a per-prompt offset makes later
+    requests continue the numbering, so that TransferQueue keys never collide.
+
+    Several ``run_requests`` calls run at once on one worker in ``async`` mode (Ray runs an async
+    actor's calls concurrently), so records and completion are tracked per prompt uid: a uid has
+    at most one request in flight.
+    """
+
+    def __init__(self, config, *args, **kwargs):
+        super().__init__(config, *args, **kwargs)
+        self._records: dict[str, list[SampleRecord]] = {}  # uid -> records of its running request
+        self._prompt_done: dict[str, asyncio.Future] = {}  # uid -> set when its request settles
+        self._sampling_seed = sampling_seed(config)
+
+    async def _run_agent_loop(self, sampling_params, trajectory, *, agent_name, trace=True, **kwargs):
+        offset = kwargs.pop(SESSION_OFFSET, None)
+        if offset is not None:
+            kwargs["session_id"] = int(offset) + int(kwargs["session_id"])
+        if self._sampling_seed is not None and not trajectory.get("validate", False):
+            key = prompt_identity(kwargs.get("raw_prompt"), kwargs.get("data_source"))
+            seed = sample_seed(self._sampling_seed, key, int(kwargs.get("global_steps", 0)), int(kwargs["session_id"]))
+            sampling_params = {**sampling_params, "seed": seed}  # the prompt's sessions share the dict
+        return await super()._run_agent_loop(sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs)
+
+    async def _run_prompt(self, prompt: dict, sampling_params: dict, trajectory: dict, trace: bool = False) -> None:
+        uid = str(prompt["uid"])
+        try:
+            await super()._run_prompt(prompt, sampling_params, trajectory, trace=trace)
+        finally:
+            done = self._prompt_done.get(uid)
+            if done is not None and not done.done():
+                done.set_result(None)
+
+    async def _agent_loop_postprocess(self, output, validate, **kwargs):
+        await super()._agent_loop_postprocess(output, validate, **kwargs)
+        outputs = output if isinstance(output, list) else [output]
+        records = self._records.get(str(kwargs["uid"]))
+        if not validate and outputs and records is not None:
+            final = outputs[-1]
+            # a sample without a score is stored already: report it as NaN, so that it counts as failed and is cleared
+            score = math.nan if final.reward_score is None else float(final.reward_score)
+            records.append(
+                SampleRecord(
+                    uid=kwargs["uid"],
+                    session=int(kwargs["session_id"]),
+                    reward=score,
+                    outputs=len(outputs),
+                    reward_seconds=float(final.metrics.compute_score or 0.0),
+                    reward_extra={
+                        k: float(v)
+                        for k, v in (final.extra_fields.get("reward_extra_info") or {}).items()
+                        if is_number(v)
+                    },
+                    response_tokens=sum(sum(o.response_mask) for o in outputs),
+                )
+            )
+
+    async def run_requests(self, batch) -> list[SampleRecord]:
+        """Generates and scores the batch's requests, waits for them, returns one record per sample.
+
+        Args:
+            batch: One row per prompt (distinct uids), with ``__rollout_n__`` samples to draw and
+                the session offset of the first.
+
+        Returns:
+            The records of this batch's samples only (other calls may be running).
+        """
+        uids = [str(u) for u in batch["uid"]]
+        busy = [u for u in uids if u in self._records]
+        if busy or len(set(uids)) != len(uids):
+            raise RuntimeError(
+                f"reinforce_ada: prompt uid {(busy or uids)[0]} has two requests in flight on one worker"
+            )
+        loop = asyncio.get_running_loop()
+        for uid in uids:
+            self._records[uid] = []
+            self._prompt_done[uid] = loop.create_future()
+        try:
+            await self.generate_sequences(batch)
+            await asyncio.gather(*(self._prompt_done[uid] for uid in uids))
+            return [record for uid in uids for record in self._records[uid]]
+        finally:
+            for uid in uids:
+                self._records.pop(uid, None)
+                self._prompt_done.pop(uid, None)
+
+
+class AdaptiveManagerV1(AgentLoopManagerTQ):
+    def __init__(self, config, *args, sampler_config: SamplerConfig, **kwargs):
+        super().__init__(config, *args, **kwargs)
+        self.agent_loop_workers_class = ray.remote(_AdaptiveAgentLoopWorkerTQ)
+        self.sampler_config = sampler_config
+        self.tracker: PassRateTracker = make_tracker(sampler_config)
+        self.reward_name = reward_name(config)
+        self._tracker_checked = False  # restored from verl's resumed checkpoint at the first training step
+        check_streaming_reward(self.reward_loop_worker_handles)
+
+    def _restore_tracker(self, step: int) -> None:
+        """At the first training step: loads the tracker saved with the checkpoint verl resumed from."""
+        self._tracker_checked = True
+        folder = resumed_checkpoint_dir(self.config.trainer, step)
+        if folder is None:
+            return
+        if load_tracker(self.tracker, folder, global_step=step - 1):
+            progress(f"step {step}: pass-rate tracker of {len(self.tracker)} prompts restored from {folder}")
+        else:
+            progress(
+                f"step {step}: WARNING: {folder} holds no pass-rate tracker (a checkpoint from before it was saved, "
+                "or a crash between verl's save and ours); starting with an empty tracker"
+            )
+
+    def _plan(self, prompts, step: int) -> tuple[list[str] | None, list[int] | None, dict[str, float]]:
+        """The step's tracker keys, planned first requests (Est / warm start) and tracker metrics."""
+        if not self._tracker_checked:
+            self._restore_tracker(step)
+        keys = _prompt_keys(prompts)
+        if keys is None:
+            if self.sampler_config.uses_tracker or self.sampler_config.sampling_seed is not None:
+                raise RuntimeError(
+                    "reinforce_ada: variant=est, warm_start and sampling_seed need each prompt's `raw_prompt` (verl's "
+                    "RLHFDataset provides it) to recognise prompts across steps and runs; the rollout got none"
+                )
+            return None, None, {}
+        return keys, plan_first_requests(self.tracker, keys, self.sampler_config), self.tracker.summary(keys)
+
+    def _first_requests_report(self, step: int, metrics: dict[str, float]):
+        """``run_step``'s ``on_start``: logs the first requests a tracker planned, as made (after a step budget's
+        cut), and adds their summary to ``metrics``."""
+        what = "allocation" if self.sampler_config.variant == "est" else "first requests"
+
+        def report(first_requests: list[int]) -> None:
+            metrics.update({
+                "first_request_mean": sum(first_requests) / len(first_requests),
+                "first_request_min": float(min(first_requests)),
+                "first_request_max": float(max(first_requests)),
+            })
+            counts = " ".join(str(c) for c in first_requests)
+            if len(first_requests) > 64:  # a digest keeps the line short and still shows a resume allocates the same
+                digest = hashlib.blake2b(counts.encode(), digest_size=8).hexdigest()
+                counts = f"{len(first_requests)} prompts, {min(first_requests)}..{max(first_requests)}, digest {digest}"
+            progress(f"step {step} {what}: {counts}")
+
+        return report
+
+    def _dispatch_round(self, batch) -> list[SampleRecord]:
+        """One round on the workers: a record per generated and scored sample."""
+        chunks = batch.chunk(len(self.agent_loop_workers))
+        done = ray.get([w.run_requests.remote(c) for w, c in zip(self.agent_loop_workers, chunks)])
+        return [record for records in done for record in records]
+
+    def _start_request(self, worker: int, batch) -> ray.ObjectRef:
+        """Sends one prompt's request to a worker without waiting (async mode)."""
+        return self.agent_loop_workers[worker].run_requests.remote(batch)
+
+    def _finished_requests(self, pending: list[ray.ObjectRef]) -> list[tuple[ray.ObjectRef, list[SampleRecord]]]:
+        """Blocks until a request is scored; returns it and every other one already scored."""
+        ready, rest = ray.wait(pending, num_returns=1)
+        if rest:
+            ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+        return list(zip(ready, ray.get(ready)))
+
+    def _clear_samples(self, keys: list[str]) -> None:
+        import transfer_queue as tq
+
+        tq.kv_clear(keys=keys, partition_id="train")
+
+    def generate_sequences(self, prompts) -> None:
+        if tu.get_non_tensor_data(prompts, "validate", False):
+            return super().generate_sequences(prompts)
+        book = _RequestBook(prompts, self.reward_name)
+
+        def generate_round(requests: Mapping[int, int]) -> dict[int, list[float | None]]:
+            return book.record(self._dispatch_round(book.batch(requests)), requests)
+
+        rollout = _WorkerRequests(self, book) if self.sampler_config.mode == "async" else generate_round
+
+        step = tu.get_non_tensor_data(prompts, "global_steps", 0)
+        keys, first_requests, tracker_metrics = self._plan(prompts, int(step))
+        on_start = None if first_requests is None else self._first_requests_report(int(step), tracker_metrics)
+        result = run_sampling(len(book.uids), step, self.sampler_config, rollout, first_requests, on_start)
+        if keys is not None:
+            self.tracker.update_many((k, s.drawn, s.num_pos) for k, s in zip(keys, result.samplers))
+        if result.empty:
+            progress(
+                f"step {step}: WARNING: every prompt was dropped (reinforce_ada.unresolved=drop) or failed; this "
+                "step trains on their samples with zero advantage, so the policy gradient is zero "
+                "(reinforce_ada/empty_step=1)"
+            )
+        kept = {(book.uids[p], book.pool_sessions[p][i]) for p, g in enumerate(result.groups) for i in g.kept}
+        if not kept:
+            raise RuntimeError(
+                f"reinforce_ada: step {step}: every sample of every prompt failed (generation or reward call, twice), "
+                f"so there is nothing to train on; see the agent loop worker log for the error ({self.reward_name})"
+            )
+        unkept = [
+            f"{uid}_{session}_{i}"
+            for (uid, session), count in book.outputs_per_sample.items()
+            if (uid, session) not in kept
+            for i in range(count)
+        ]
+        if unkept:
+            self._clear_samples(unkept)
+        publish_step(result, book.uids, book.reward_tally, tracker_metrics)
+
+
+def _prompt_keys(prompts) -> list[str] | None:
+    """Each prompt's :func:`~reinforce_ada.core.tracker.prompt_identity` (messages and data source); None
+    without messages."""
+    if "raw_prompt" not in prompts.keys():
+        return None
+    sources = list(prompts["data_source"]) if "data_source" in prompts.keys() else None
+    return prompt_identities(list(prompts["raw_prompt"]), sources)
+
+
+class _RequestBook:
+    """A V1 step's requests: builds their input rows and checks and books what comes back.
+
+    Session ids continue across a prompt's requests; a failed sample's session is not in the
+    prompt's pool, so ``pool_sessions`` maps pool index to session.
+    """
+
+    def __init__(self, prompts, reward_name: str = "the reward function"):
+        self.prompts = prompts
+        self.uids = [str(u) for u in prompts["uid"]]
+        self.reward_name = reward_name
+        self.offsets = [0] * len(self.uids)  # per prompt: samples asked for = the next session id
+        self.pool_sessions: list[list[int]] = [[] for _ in self.uids]
+        self.outputs_per_sample: dict[tuple[str, int], int] = {}
+        self.reward_tally = RewardTally()
+
+    def batch(self, requests: Mapping[int, int]):
+        """The input rows of ``{prompt index: count}``: ``count`` samples each, sessions continuing."""
+        active = list(requests)
+        batch = tu.index_select_tensor_dict(self.prompts, active)
+        tu.assign_non_tensor_stack(batch, "__rollout_n__", [requests[i] for i in active])
+        tu.assign_non_tensor_stack(batch, SESSION_OFFSET, [self.offsets[i] for i in active])
+        return batch
+
+    def record(self, records: Sequence[SampleRecord], requests: Mapping[int, int]) -> dict[int, list[float | None]]:
+        """The rewards of ``requests`` in session order (None for a failed sample); advances the offsets."""
+        results = _round_rewards(records, requests, self.uids, self.offsets)
+        self.outputs_per_sample.update({(r.uid, r.session): r.outputs for r in records})
+        rewards: dict[int, list[float | None]] = {}
+        for prompt, sessions in results.items():
+            rewards[prompt] = []
+            for session, reward in sessions:
+                if reward is not FAILED and not math.isfinite(reward):
+                    warn_once(
+                        f"WARNING: {self.reward_name} returned a non-finite score ({reward}); such a sample is "
+                        "redrawn once, like a failed one, and counted in reinforce_ada/samples_failed"
+                    )
+                    reward = FAILED
+                if reward is not FAILED:
+                    self.pool_sessions[prompt].append(session)
+                rewards[prompt].append(reward)
+            self.offsets[prompt] += requests[prompt]
+        failed = sum(r is FAILED for values in rewards.values() for r in values)
+        if failed:
+            progress(f"{failed} of {sum(requests.values())} samples failed (generation or reward call); redrawn once")
+        for r in records:
+            if math.isfinite(r.reward):
+                self.reward_tally.add(1, r.response_tokens, r.reward_seconds, r.reward_extra)
+        return rewards
+
+
+class _WorkerRequests:
+    """The async mode's :class:`~reinforce_ada.core.schedules.AsyncRollout` on verl's agent-loop workers.
+
+    Each prompt request is its own Ray call, sent to the worker with the fewest in flight.
+    """
+
+    def __init__(self, manager: AdaptiveManagerV1, book: _RequestBook):
+        self.manager, self.book = manager, book
+        self.load = [0] * len(manager.agent_loop_workers)  # requests in flight per worker
+        self.pending: dict[Any, tuple[int, int, int]] = {}  # Ray ref -> (prompt, count, worker)
+
+    def submit(self, prompt: int, count: int) -> None:
+        worker = min(range(len(self.load)), key=self.load.__getitem__)
+        ref = self.manager._start_request(worker, self.book.batch({prompt: count}))
+        self.load[worker] += 1
+        self.pending[ref] = (prompt, count, worker)
+
+    def wait(self) -> list[tuple[int, list[float]]]:
+        scored = []
+        for ref, records in self.manager._finished_requests(list(self.pending)):
+            prompt, count, worker = self.pending.pop(ref)
+            self.load[worker] -= 1
+            scored.append((prompt, self.book.record(records, {prompt: count})[prompt]))
+        return scored

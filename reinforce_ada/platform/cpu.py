@@ -1,0 +1,350 @@
+"""verl's trainer on a machine without an accelerator: a CPU platform and vLLM-CPU rollout.
+
+Switched on by ``VERL_PLATFORM=cpu`` (``python -m reinforce_ada.main_ppo`` sets it when
+``trainer.device=cpu``): the package's ``verl.plugins`` entry point then calls :func:`activate`
+in every process that imports verl (the driver, every Ray worker, the vLLM engine processes,
+which import verl for its worker extension). Nothing of verl is copied or edited on disk.
+
+What it takes, in the order verl meets it:
+
+1. A ``cpu`` platform through verl's platform plugin interface (``PlatformRegistry``): gloo
+   collectives, a ``torch.cuda`` stand-in for the memory/RNG calls verl makes, and
+   ``current_device() -> torch.device("cpu")`` because verl moves tensors and FSDP2 shards with
+   ``.to(get_device_id())`` and an integer means "accelerator 0" to torch ("Cannot access
+   accelerator device when none is available").
+2. Ray resources: verl places every worker on Ray's "GPU" resource and counts only GPU/NPU
+   (``ResourcePoolManager._check_resource_available``; ``create_resource_pool`` hard-codes
+   ``use_gpu=True``), and vLLM's replica launch reads ``get_accelerator_ids()["GPU"]``. So the
+   platform names its Ray resource "GPU" and :func:`prepare_config` declares logical GPUs to Ray
+   (a Ray cluster started beforehand declares its own: ``ray start --num-gpus 1 --num-cpus 8``).
+3. The FSDP engines are registered for ``cuda`` and ``npu`` only; ``VERL_ENGINE_DEVICE=cuda``
+   (verl's own override) selects the same device-agnostic FSDP classes.
+4. Patch: ``verl.utils.distributed.initialize_global_process_group_ray`` builds the backend
+   string ``"cpu:gloo,{device}:{backend}"``, i.e. ``"cpu:gloo,cpu:gloo"`` here, which torch
+   refuses ("Duplicate device type cpu in backend string").
+5. Patch: vLLM-CPU's ``dispatch_cpu_unquantized_gemm`` repacks every linear weight for oneDNN
+   and replaces ``layer.weight`` by an empty parameter; verl's weight sync after each step then
+   fails ("'Parameter' object has no attribute 'weight_loader'") and hangs, and the packed
+   copy would go stale anyway. Linear layers use plain ``torch.nn.functional.linear`` instead.
+6. Settings (:func:`prepare_config`): sdpa attention (flash-attn is CUDA-only), FSDP2 (FSDP1
+   fails with "sync_module_states=True requires GPU"), no vLLM sleep mode ("Sleep mode is not
+   supported on current platform"), no chunked prefill with ``reinforce_ada.sampling_seed`` ("CPU
+   Generator does not use offset"), and oversubscribed logical CPUs: each placement-group
+   bundle asks for several, and with Ray's default (the 2 real cores) the V1 trainer hangs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.abc
+import importlib.util
+import os
+import sys
+import types
+
+from omegaconf import DictConfig, open_dict
+
+PLATFORM = "cpu"
+
+
+def enabled() -> bool:
+    return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM
+
+
+def activate() -> None:
+    """Registers the platform and applies the patches in this process (idempotent)."""
+    os.environ.setdefault("VERL_ENGINE_DEVICE", "cuda")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    _limit_torch_threads()
+    _register_platform()
+    _patch_process_group_backend()
+    _on_import("vllm.model_executor.layers.utils", _use_plain_linear_in_vllm)
+
+
+def prepare_config(config: DictConfig) -> list[str]:
+    """Sets what verl needs on a CPU; returns the ``key=value`` settings it changed.
+
+    Only settings with a single working value on CPU are set. Called on the driver before Ray
+    starts.
+    """
+    changes: list[str] = []
+
+    def require(path: str, value) -> None:
+        node, _, key = path.rpartition(".")
+        parent = _select(config, node)
+        if parent.get(key) != value:
+            with open_dict(parent):
+                parent[key] = value
+            changes.append(f"{path}={value}")
+
+    require("actor_rollout_ref.model.override_config.attn_implementation", "sdpa")
+    require("actor_rollout_ref.actor.strategy", "fsdp2")
+    require("actor_rollout_ref.ref.strategy", "fsdp2")
+    require("critic.strategy", "fsdp2")
+    require("actor_rollout_ref.rollout.enable_sleep_mode", False)
+    if (config.get("reinforce_ada") or {}).get("sampling_seed") is not None:
+        # a seeded request's sampler is rewound after a partial prefill, which vLLM-CPU's generator cannot do
+        require("actor_rollout_ref.rollout.enable_chunked_prefill", False)
+    from reinforce_ada.platform.loopback import starts_local_ray
+
+    if starts_local_ray(config):  # a running cluster brings its own resources (`ray start --num-gpus`)
+        gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
+        require("ray_kwargs.ray_init.num_gpus", gpus)
+        if (config.ray_kwargs.ray_init.get("num_cpus") or 0) < 16:
+            require("ray_kwargs.ray_init.num_cpus", 16)
+    if config.actor_rollout_ref.rollout.name != "vllm":
+        from reinforce_ada.core.config import ConfigError
+
+        raise ConfigError(
+            f"actor_rollout_ref.rollout.name: on CPU the rollout is vLLM-CPU ('vllm'), got "
+            f"{config.actor_rollout_ref.rollout.name!r}"
+        )
+    if changes:
+        print("[reinforce_ada.platform.cpu] set for CPU: " + " ".join(changes), file=sys.stderr)
+    return changes
+
+
+def _select(config: DictConfig, path: str) -> DictConfig:
+    node = config
+    for part in path.split("."):
+        if node.get(part) is None:
+            with open_dict(node):
+                node[part] = {}
+        node = node[part]
+    return node
+
+
+def _limit_torch_threads() -> None:
+    # Trainer, reference and vLLM processes share the cores; one intra-op thread each keeps them
+    # from oversubscribing (measured: 4x slower forward+backward with 2 threads under contention).
+    import torch
+
+    threads = int(os.environ.get("REINFORCE_ADA_CPU_THREADS", "1"))
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+class _TorchCudaStandIn(types.ModuleType):
+    """What verl reaches through ``get_torch_device()``: torch.cuda's API, answered for a CPU."""
+
+    def __init__(self):
+        super().__init__("reinforce_ada.platform.cpu.device")
+        import torch
+
+        self._torch = torch
+
+    def __getattr__(self, name):  # Stream, current_stream, ...
+        return getattr(self._torch.cpu, name)
+
+    def is_available(self):
+        return True
+
+    def device_count(self):
+        return 1
+
+    def current_device(self):
+        return 0
+
+    def get_device_name(self, *args, **kwargs):
+        return "cpu"
+
+    def set_device(self, *args, **kwargs):
+        pass
+
+    def synchronize(self, *args, **kwargs):
+        pass
+
+    def empty_cache(self):
+        pass
+
+    def ipc_collect(self):
+        pass
+
+    def set_per_process_memory_fraction(self, *args, **kwargs):
+        pass
+
+    def reset_peak_memory_stats(self, *args, **kwargs):
+        pass
+
+    def memory_stats(self, *args, **kwargs):
+        return {}
+
+    def mem_get_info(self, *args, **kwargs):
+        import psutil
+
+        memory = psutil.virtual_memory()
+        return memory.available, memory.total
+
+    def memory_allocated(self, *args, **kwargs):
+        import psutil
+
+        return psutil.Process().memory_info().rss
+
+    memory_reserved = memory_allocated
+
+    def max_memory_allocated(self, *args, **kwargs):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    max_memory_reserved = max_memory_allocated
+
+    def get_rng_state(self, *args, **kwargs):
+        return self._torch.get_rng_state()
+
+    def set_rng_state(self, state, *args, **kwargs):
+        self._torch.set_rng_state(state)
+
+    def manual_seed(self, seed):
+        self._torch.manual_seed(seed)
+
+    manual_seed_all = manual_seed
+
+
+def _register_platform() -> None:
+    import torch
+    from verl.plugin.platform import PlatformBase, PlatformRegistry
+
+    if PlatformRegistry.get(PLATFORM) is not None:
+        return
+
+    @PlatformRegistry.register(platform=PLATFORM)
+    class PlatformCPU(PlatformBase):
+        """verl on plain CPUs: torch's CPU build, gloo collectives, vLLM-CPU rollout."""
+
+        _device_module = None
+
+        @property
+        def device_name(self) -> str:
+            return "cpu"
+
+        @property
+        def vendor_name(self) -> str:
+            return "cpu"
+
+        @property
+        def device_module(self):
+            if PlatformCPU._device_module is None:
+                PlatformCPU._device_module = _TorchCudaStandIn()
+            return PlatformCPU._device_module
+
+        def is_available(self) -> bool:
+            return True
+
+        def current_device(self):
+            return torch.device("cpu")
+
+        def device_count(self) -> int:
+            return 1
+
+        def set_device(self, device_index) -> None:
+            pass
+
+        def synchronize(self, device_index=None) -> None:
+            pass
+
+        def manual_seed(self, seed: int) -> None:
+            torch.manual_seed(seed)
+
+        def manual_seed_all(self, seed: int) -> None:
+            torch.manual_seed(seed)
+
+        def set_allocator_settings(self, settings: str) -> None:
+            pass
+
+        def empty_cache(self) -> None:
+            pass
+
+        def get_device_capability(self, device_index: int = 0):
+            return None, None
+
+        def communication_backend_name(self) -> str:
+            return "gloo"
+
+        def visible_devices_envvar(self) -> str:
+            return "CUDA_VISIBLE_DEVICES"  # set by Ray for the logical GPUs; harmless on CPU
+
+        @contextlib.contextmanager
+        def nvtx_range(self, msg: str):
+            yield
+
+        def profiler_start(self) -> None:
+            pass
+
+        def profiler_stop(self) -> None:
+            pass
+
+        def ray_resource_name(self) -> str:
+            return "GPU"
+
+        def ray_noset_envvars(self) -> list[str]:
+            return []
+
+        def is_ipc_supported(self) -> bool:
+            return False  # weight sync falls back to shared memory
+
+        def rollout_env_vars(self) -> dict[str, str]:
+            # verl puts these into the vLLM server's Ray runtime env; its engine processes inherit them.
+            names = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VERL_PLATFORM", "VERL_ENGINE_DEVICE")
+            return {name: os.environ[name] for name in names if name in os.environ}
+
+        def cudart(self):
+            return None
+
+
+def _patch_process_group_backend() -> None:
+    import verl.utils.distributed as distributed
+
+    original = distributed.initialize_global_process_group_ray
+    if getattr(original, "_reinforce_ada_cpu", False):
+        return
+
+    @functools.wraps(original)
+    def initialize_global_process_group_ray(timeout_second=None, backend=None):
+        return original(timeout_second=timeout_second, backend=backend or "cpu:gloo")
+
+    initialize_global_process_group_ray._reinforce_ada_cpu = True
+    from reinforce_ada.platform.loopback import replace_process_group_init
+
+    replace_process_group_init(initialize_global_process_group_ray)
+
+
+def _use_plain_linear_in_vllm(module: types.ModuleType) -> None:
+    import torch
+
+    def dispatch_cpu_unquantized_gemm(layer, remove_weight: bool) -> None:
+        layer.cpu_linear = torch.nn.functional.linear
+
+    module.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Runs ``patch(module)`` right after ``name`` is first imported, before anyone uses it."""
+
+    def __init__(self, name: str, patch):
+        self.name, self.patch = name, patch
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            self.patch(module)
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
+def _on_import(name: str, patch) -> None:
+    if name in sys.modules:
+        patch(sys.modules[name])
+    elif not any(isinstance(f, _PatchOnImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport(name, patch))

@@ -1,0 +1,200 @@
+"""The learning benchmark's bookkeeping (resumed runs, cumulative rows, the report) and its quick run end to end."""
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmarks import learning, learning_protocol, learning_report
+from reinforce_ada.demo.config import DemoSize
+
+ROOT = Path(__file__).resolve().parents[1]
+FILTERED, ALL = learning_protocol.FILTERED, learning_protocol.UNFILTERED
+
+
+def step_values(step: int, samples: float, accuracy: float | None = None, k: int = 2) -> dict:
+    values = {"reinforce_ada/samples_total": samples, "reinforce_ada/response_tokens_total": 10 * samples,
+              "timing_s/step": 2.0, "reinforce_ada/rollout_seconds": 1.0,
+              "reinforce_ada/kept_groups_with_signal_frac": 0.5, "reinforce_ada/pass_rate_mean": 0.2,
+              "reinforce_ada/kept_samples": 8}
+    if step == 0:
+        values = {}
+    if accuracy is not None:
+        values.update({f"val-core/{FILTERED}/reward/mean@{k}": accuracy, f"val-core/{FILTERED}/reward/best@{k}/mean":
+                       min(1.0, 2 * accuracy), f"val-core/{ALL}/reward/mean@{k}": accuracy / 2})
+    return values
+
+
+SIZE = learning_protocol.Size(pool=8, filter_k=2, heldout_filtered=2, heldout_all=2,
+                                run=DemoSize(batch=2, steps=4, eval_every=2, eval_k=2, mini_batch=2))
+
+
+def write_run(work: Path, method: str, seed: int, attempts: list[list[tuple]], done: bool = True,
+              size: learning_protocol.Size = SIZE) -> Path:
+    """A run's folder with its attempts' metrics; a finished run also gets its record next to ``work``'s
+    results (``work/results``), as train_run writes it."""
+    run_dir = work / "runs" / method / f"seed{seed}"
+    run_dir.mkdir(parents=True)
+    for i, rows in enumerate(attempts):
+        with open(run_dir / f"metrics_{i:02d}.jsonl", "w") as f:
+            for step, samples, accuracy in rows:
+                f.write(json.dumps({"step": step, "data": step_values(step, samples, accuracy)}) + "\n")
+    if done:
+        record = learning_report.record_path(work / "results", method, seed)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"method": method, "seed": seed, "date": "2026-12-02", "machine": "test",
+                                      "wall_s": 60.0, "attempts": len(attempts), "command": "x",
+                                      "size": size.record(), "steps": learning_report.merged_steps(run_dir)}))
+    return run_dir
+
+
+def test_a_resumed_run_replaces_the_steps_it_redid_and_rows_add_up(tmp_path):
+    # killed after step 3, resumed from the step-2 checkpoint: steps 3 and 4 come from the second attempt
+    run_dir = write_run(tmp_path, "balance", 0, [
+        [(0, 0, 0.1), (1, 30, None), (2, 20, 0.3), (3, 99, None)],
+        [(3, 10, None), (4, 12, 0.5)],
+    ])
+    steps = learning_report.merged_steps(run_dir)
+    assert sorted(steps) == [0, 1, 2, 3, 4] and steps[3]["reinforce_ada/samples_total"] == 10
+    evaluated, per_step = learning_report.run_rows("balance", 0, steps, eval_k=2)
+    assert [(r["step"], r["samples"], r["wall_s"]) for r in evaluated] == [(0, 0, 0), (2, 50, 4.0), (4, 72, 8.0)]
+    assert [r["heldout_acc"] for r in evaluated] == [0.1, 0.3, 0.5]
+    assert evaluated[-1]["tokens"] == 720 and evaluated[-1]["heldout_pass_at_k"] == 1.0
+    assert [s["step"] for s in per_step] == [1, 2, 3, 4]
+
+
+def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_path):
+    for seed, (grpo, balance) in enumerate([(0.4, 0.5), (0.2, 0.4), (0.3, 0.3)]):
+        write_run(tmp_path, "grpo_n4", seed, [[(0, 0, 0.1), (2, 8, 0.2), (4, 8, grpo)]])
+        write_run(tmp_path, "grpo_n16", seed, [[(1, 32, None), (2, 32, 0.1), (4, 32, 0.5)]])  # the matched GRPO
+        # the base model is validated once per seed, by its first run: balance's runs start at step 1
+        write_run(tmp_path, "balance", seed, [[(1, 20, None), (2, 20, 0.2), (4, 30, balance)]])
+    write_run(tmp_path, "est", 0, [[(0, 0, 0.1), (2, 8, 0.9)]], done=False)  # still running
+    rows, per_step, runs = learning_report.collect(tmp_path, tmp_path / "results", SIZE)
+    assert {(r["method"], r["finished"]) for r in rows} == {
+        ("grpo_n4", True), ("grpo_n16", True), ("balance", True), ("est", False)}
+    shared = [r for r in rows if r["method"] == "balance" and r["step"] == 0]
+    assert len(shared) == 3 and all(r["heldout_acc"] == 0.1 and r["base_of_seed"] for r in shared)
+    data = {"counts": {"kept": 6, "train": 4, "test": 2}, "pass_range": [0, 0.3125]}
+    text = learning_report.report(rows, per_step, runs, data, SIZE, {"n": 16, "balance_samples_per_prompt": 15.6})
+    assert "| est |" not in text
+    # per seed at steps 2 / 4, then the mean at each; t(2) = 4.303: 4.303 x 10 / sqrt(3) = 24.8
+    # and the seeds' averages over steps 2 and 4: +5, +10, +0 (4.303 x 5 / sqrt(3) = 12.4)
+    assert "| balance | +0.0 / +10.0 | +0.0 / +20.0 | +0.0 / +0.0 | +0.0 ± 0.0 | +10.0 ± 24.8 | +5.0 ± 12.4 |" in text
+    assert "| grpo_n4 | 3 | 30.0 ± 24.8 |" in text
+    # and to the sample-matched GRPO, on the same seeds: balance +10 / +0, +10 / -10, +10 / -20
+    assert "Paired difference to grpo_n16" in text
+    assert ("| balance | +10.0 / +0.0 | +10.0 / -10.0 | +10.0 / -20.0 | +10.0 ± 0.0 | -10.0 ± 24.8 | +0.0 ± 12.4 |"
+            in text)
+    assert "9 runs, 0.1 h of this machine in all" in text
+    # balance against both references at steps 2, 4 and averaged, grpo_n16 against grpo_n4 likewise: 9 comparisons;
+    # two are the same on every seed (-10 and +10 at step 2), and so exclude 0
+    assert "hold 9 distinct paired comparisons" in text and "2 of their intervals exclude 0" in text
+    assert "fell between steps 2 and 4 in 0 of 9 runs" in text
+    assert "best@2 (bootstrap)" in text and "counts 0.75, not 1" in text  # 1 - (1/2)^2
+    # balance logged steps 1, 2 and 4 with 20, 20 and 30 samples: 23.33 a step, 11.67 per prompt; grpo_n16 32 a step
+    assert "balance drew 11.67 per prompt, so balance drew 0.73x grpo_n16's responses" in text
+    assert "- to grpo_n4: grpo_n16 1.00 (seed 0), 1.00 (seed 1), 1.00 (seed 2);" in text
+    results, write = tmp_path / "results", tmp_path / "RESULTS.md"
+    matched = {"n": 16, "balance_samples_per_prompt": 15.6}
+    learning_report.write_results(tmp_path, results, SIZE, data, matched, str(write))
+    saved = json.loads((results / "runs.json").read_text())
+    assert {"method", "seed", "step", "heldout_acc", "samples", "wall_s"} <= set(saved["runs"][0])
+    assert (results / "curves.png").stat().st_size > 0 and "<!-- learning:start -->" in write.read_text()
+    assert "_Measured 2026-12-02 on test._" in write.read_text()  # the records' dates, not today's
+    runs[0]["date"] = "2026-12-04"
+    assert learning_report.measured_span(runs) == "2026-12-02 to 2026-12-04 on test"
+    assert saved["matched"]["measured"] == pytest.approx(70 / 3 / SIZE.run.batch)  # balance: per prompt per step
+
+
+def test_finished_runs_live_in_their_records_and_other_sizes_are_refused(tmp_path):
+    work, results = tmp_path / "work", tmp_path / "results"
+    write_run(tmp_path, "grpo_n4", 0, [[(0, 0, 0.1), (2, 8, 0.2), (4, 8, 0.3)]])  # record in tmp_path/results
+    assert learning.base_measured(results, work, SIZE, seed=0) and not learning.base_measured(results, work, SIZE, 1)
+    # a new machine: no work folder, the committed records alone
+    rows, _, runs = learning_report.collect(work, results, SIZE)
+    assert [(r["step"], r["heldout_acc"], r["finished"]) for r in rows] == [(0, 0.1, True), (2, 0.2, True),
+                                                                            (4, 0.3, True)]
+    assert runs[0]["command"] == "x" and "steps" not in runs[0]
+    with pytest.raises(SystemExit, match=r"grpo_n4_seed0.json was measured with other sizes \(steps differ"):
+        learning_report.collect(work, results, replace(SIZE, run=replace(SIZE.run, steps=6)))
+
+
+def test_pass_rates_are_merged_by_question_and_k_without_duplicates(tmp_path):
+    kept, sampled = tmp_path / "kept.jsonl", tmp_path / "work" / "pass_rates.jsonl"
+    kept.write_text("".join(json.dumps({"id": q, "pass_rate": r, "k": k}) + "\n"
+                            for q, r, k in [("1 + 2", 0.5, 16), ("3 + 4", 0.25, 16), ("1 + 2", 1.0, 4)]))
+    learning._merge_pass_rates(kept, sampled, k=16)  # a new machine starts from the kept rates of its k
+    assert [json.loads(line)["id"] for line in sampled.read_text().splitlines()] == ["1 + 2", "3 + 4"]
+    with open(sampled, "a") as f:
+        f.write(json.dumps({"id": "5 + 6", "pass_rate": 0.0, "k": 16}) + "\n")
+    learning._merge_pass_rates(sampled, kept)
+    learning._merge_pass_rates(sampled, kept)
+    assert len(kept.read_text().splitlines()) == 4
+
+
+def test_methods_and_overrides():
+    name, k, overrides = learning_protocol.method_overrides("grpo_matched", learning_protocol.DEFAULT, 16)
+    assert (name, k) == ("grpo_n16", 16) and "reinforce_ada.max_rounds=1" in overrides
+    assert "algorithm.adv_estimator=grpo" in overrides and "reinforce_ada.round_size=16" in overrides
+    assert learning_protocol.method_overrides("est", learning_protocol.DEFAULT, 16)[:2] == ("est", 4)
+    with pytest.raises(SystemExit, match="unknown method 'grpo'"):
+        learning_protocol.method_overrides("grpo", learning_protocol.DEFAULT, 16)
+    # a mini-batch of 4 prompts x 20 samples does not split into forward passes of 32 (verl refuses it)
+    assert [learning.micro_batch_size(s) for s in (16, 80, 128, 4 * 13)] == [16, 20, 32, 26]
+    merged = learning._with(["a=1", "+b=2", "-m", "c=3"], ["b=5", "d=4"])
+    assert merged == ["a=1", "-m", "c=3", "b=5", "d=4"]
+
+
+def test_the_matched_n_is_what_balance_draws_on_these_pass_rates():
+    assert learning.balance_samples_per_prompt([0.0] * 8, n=4) == 32  # never resolves: N_max
+    assert learning.balance_samples_per_prompt([0.5] * 64, n=4) == pytest.approx(8, abs=1.5)  # mostly one round
+
+
+@pytest.mark.slow
+def test_the_quick_benchmark_filters_with_data_prep_trains_resumably_and_reports(tmp_path):
+    """--quick with the tiny model: data prep with vLLM (scripts/prepare_data.sh), GRPO-n4 on the adaptive path
+    through verl's trainer, the results; a rerun skips the finished run."""
+    from reinforce_ada.tools import tiny
+
+    tiny.build(tmp_path / "tiny", train=2, test=1)
+    command = [sys.executable, str(ROOT / "benchmarks" / "learning.py"), "--quick", "--model",
+               str(tmp_path / "tiny" / "model"), "--work", str(tmp_path / "work"), "--results",
+               str(tmp_path / "results"), "--write", str(tmp_path / "RESULTS.md"), "--methods", "grpo_n4",
+               "--pass-rate-range", "-1", "1"]  # the random model solves nothing: keep every question
+    env = {**os.environ, "REINFORCE_ADA_CPU_THREADS": "1"}
+    first = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+    (tmp_path / "first.log").write_text(first.stdout + first.stderr)
+    assert first.returncode == 0, (first.stdout + first.stderr)[-6000:]
+    report = json.loads((tmp_path / "work" / "data" / "filtered" / "report.json").read_text())
+    quick = learning_protocol.QUICK
+    assert report["counts"]["read"] == quick.pool and report["counts"]["test"] == quick.heldout_filtered
+    assert len((tmp_path / "work" / "data" / "filtered" / "pass_rates.jsonl").read_text().splitlines()) == quick.pool
+    train = pd.read_parquet(tmp_path / "work" / "data" / "filtered" / "train.parquet")
+    assert train["prompt"][0][1]["role"] == "user"  # the demo task's own prompt, with its worked example
+    assert "step 2/2" in first.stdout and "base model, held-out Avg@2" in first.stdout
+    runs = json.loads((tmp_path / "results" / "runs.json").read_text())["runs"]
+    assert [(r["method"], r["step"]) for r in runs] == [("grpo_n4", 0), ("grpo_n4", 1), ("grpo_n4", 2)]
+    assert [r["samples"] for r in runs] == [0, 8, 16]  # 2 prompts x 4, cumulative
+    assert runs[-1]["tokens"] > 0 and runs[-1]["wall_s"] > 0 and runs[-1]["heldout_all_acc"] is not None
+    run_dir = tmp_path / "work" / "runs" / "grpo_n4" / "seed0"
+    record = json.loads((tmp_path / "results" / "runs" / "grpo_n4_seed0.json").read_text())
+    assert not (run_dir / "checkpoints").exists() and sorted(record["steps"]) == ["0", "1", "2"]
+    assert "reinforce_ada.sampling_seed=0" in record["command"] and record["size"] == quick.record()
+    assert "| grpo_n4 | 1 |" in (tmp_path / "RESULTS.md").read_text()
+    assert len((tmp_path / "results" / "pass_rates.jsonl").read_text().splitlines()) == quick.pool
+
+    # a new machine: an empty work folder, the results kept: nothing is sampled or trained again
+    moved = [c if c != str(tmp_path / "work") else str(tmp_path / "work2") for c in command]
+    again = subprocess.run(moved, capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "grpo_n4 seed 0: finished before, skipped" in again.stdout
+    assert "verl's trainer" not in again.stdout
+    prep_log = (tmp_path / "work2" / "data" / "data_prep.log").read_text()
+    assert f"{quick.pool} done before, 0 to sample" in prep_log and "vllm" not in prep_log.lower()
+    assert json.loads((tmp_path / "results" / "runs.json").read_text())["runs"] == runs

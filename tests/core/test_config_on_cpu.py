@@ -1,0 +1,53 @@
+import pytest
+
+from reinforce_ada.core.config import ConfigError, SamplerConfig
+
+
+def test_reference_defaults():
+    cfg = SamplerConfig()
+    assert (cfg.n, cfg.round_size, cfg.max_rounds, cfg.threshold) == (4, 8, 4, 0.7)
+    assert cfg.n_max == 32
+    assert (cfg.positives_needed, cfg.negatives_needed) == (2, 2)
+
+
+def test_exit_rule_defaults_follow_variant_and_n():
+    assert (SamplerConfig(variant="pos").positives_needed, SamplerConfig(variant="pos").negatives_needed) == (1, 0)
+    odd = SamplerConfig(n=5)
+    assert (odd.positives_needed, odd.negatives_needed) == (2, 3)
+    assert SamplerConfig(variant="pos", k_pos=3).positives_needed == 3
+
+
+def test_budget_cap_shortens_n_max():
+    assert SamplerConfig(max_samples_per_prompt=20).n_max == 20
+    assert SamplerConfig(max_samples_per_prompt=100).n_max == 32
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"n": 40}, "n:"),
+        ({"round_size": 0}, "round_size:"),
+        ({"max_rounds": 0}, "max_rounds:"),
+        ({"variant": "greedy"}, "variant:"),
+        ({"unresolved": "skip"}, "unresolved:"),
+        ({"selection": "last"}, "selection:"),
+        ({"threshold": "high"}, "threshold:"),
+        ({"threshold": float("nan")}, "threshold:"),
+        ({"k_neg": 2, "variant": "pos"}, "k_neg:"),
+        ({"k_pos": 30, "k_neg": 30}, "k_pos/k_neg:"),
+        ({"max_samples_per_prompt": 2}, "n:"),
+        ({"n": 2.5}, "n:"),
+        ({"prompt_weight": "log"}, "prompt_weight:"),
+    ],
+)
+def test_invalid_settings_name_the_field(kwargs, field):
+    with pytest.raises(ConfigError) as err:
+        SamplerConfig(**kwargs)
+    assert str(err.value).startswith(field)
+
+
+def test_from_mapping_prefixes_field_and_rejects_unknown_keys():
+    with pytest.raises(ConfigError, match=r"^reinforce_ada\.round_size: must be >= 1"):
+        SamplerConfig.from_mapping({"round_size": 0}, prefix="reinforce_ada.")
+    with pytest.raises(ConfigError, match=r"^reinforce_ada\.rounds: unknown setting"):
+        SamplerConfig.from_mapping({"rounds": 3}, prefix="reinforce_ada.")

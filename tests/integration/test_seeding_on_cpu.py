@@ -1,0 +1,117 @@
+"""Per-sample vLLM seeds: a function of (run seed, prompt, step, pool index) only, in both trainers' workers."""
+
+import asyncio
+
+import numpy as np
+import pytest
+import torch
+
+from reinforce_ada.core.config import ConfigError, SamplerConfig
+from reinforce_ada.core.seeding import sample_seed
+from reinforce_ada.core.tracker import prompt_identity
+
+MESSAGES = {"a": [{"role": "user", "content": "What is 2 plus 2?"}], "b": [{"role": "user", "content": "What is 3?"}]}
+
+
+def test_seeds_are_stable_distinct_and_in_range():
+    assert sample_seed(7, "k", 1, 0) == sample_seed(7, "k", 1, 0)  # a pure function: no process state
+    seeds = {sample_seed(s, k, t, i) for s in (0, 7) for k in ("k", "l") for t in (1, 2) for i in range(32)}
+    assert len(seeds) == 2 * 2 * 2 * 32
+    assert all(0 <= s < 2**63 for s in seeds)
+
+
+def test_sampling_seed_is_a_non_negative_integer():
+    assert SamplerConfig(sampling_seed=7).sampling_seed == 7
+    for bad in (-1, 1.5, "7", True):
+        with pytest.raises(ConfigError, match="^sampling_seed:"):
+            SamplerConfig(sampling_seed=bad)
+
+
+def v1_worker(monkeypatch, run_seed):
+    from reinforce_ada.integration.agent_loop_v1 import _AdaptiveAgentLoopWorkerTQ
+
+    seen = []
+
+    async def fake_run_agent_loop(self, sampling_params, trajectory, *, agent_name, trace=True, **kwargs):
+        seen.append((kwargs["uid"], kwargs["session_id"], sampling_params.get("seed")))
+
+    monkeypatch.setattr(_AdaptiveAgentLoopWorkerTQ.__mro__[1], "_run_agent_loop", fake_run_agent_loop)
+    worker = object.__new__(_AdaptiveAgentLoopWorkerTQ)
+    worker._sampling_seed = run_seed
+    return worker, seen
+
+
+def run_sessions(worker, uid, offset, count, validate=False, shared=None):
+    from reinforce_ada.integration.agent_loop_v1 import SESSION_OFFSET
+
+    shared = {} if shared is None else shared
+    prompt = {"uid": uid, "raw_prompt": MESSAGES[uid], "data_source": "tiny", "global_steps": 3, SESSION_OFFSET: offset}
+
+    async def sessions():
+        for i in range(count):
+            await worker._run_agent_loop(
+                shared, {"validate": validate}, agent_name="single_turn", session_id=i, **prompt
+            )
+
+    asyncio.run(sessions())
+
+
+def test_v1_seed_follows_the_pool_index_however_the_requests_are_split(monkeypatch):
+    worker, seen = v1_worker(monkeypatch, 7)
+    shared = {"temperature": 1.0}
+    run_sessions(worker, "a", 0, 8, shared=shared)
+    whole = list(seen)
+    seen.clear()
+    run_sessions(worker, "a", 0, 3)
+    run_sessions(worker, "a", 3, 5)  # the same pool in two requests, as in two rounds or an async redraw
+    assert seen == whole
+    key = prompt_identity(MESSAGES["a"], "tiny")
+    assert [seed for _, _, seed in whole] == [sample_seed(7, key, 3, i) for i in range(8)]
+    assert shared == {"temperature": 1.0}  # the prompt's sessions share this dict: not written to
+
+
+def test_v1_validation_and_an_unset_seed_leave_vllm_unseeded(monkeypatch):
+    worker, seen = v1_worker(monkeypatch, 7)
+    run_sessions(worker, "a", 0, 2, validate=True)
+    worker._sampling_seed = None
+    run_sessions(worker, "b", 0, 2)
+    assert [seed for _, _, seed in seen] == [None] * 4
+
+
+def test_legacy_rows_carry_the_seed_of_their_pool_index_across_rounds():
+    from verl.protocol import DataProto
+
+    from reinforce_ada.integration.agent_loop_legacy import SAMPLE_SEED, AdaptiveManagerLegacy
+
+    rewards = {"a": [0.0] * 8 + [1.0, 0.0, 1.0, 0.0] + [0.0] * 4, "b": [1.0, 0.0] * 4}
+    manager = object.__new__(AdaptiveManagerLegacy)
+    manager.sampler_config = SamplerConfig(n=4, round_size=8, max_rounds=2, sampling_seed=7)
+    manager.reward_name = "the test reward"
+    seeds: dict[str, list[int]] = {"a": [], "b": []}
+
+    def generate_round(batch):
+        uids = [str(u) for u in batch.non_tensor_batch["uid"]]
+        start = {u: len(seeds[u]) for u in set(uids)}
+        for u, seed in zip(uids, batch.non_tensor_batch[SAMPLE_SEED]):
+            seeds[u].append(seed)
+        scores = torch.zeros(len(uids), 2)
+        for row, u in enumerate(uids):
+            scores[row, -1] = rewards[u][start[u] + uids[:row].count(u)]
+        return DataProto.from_dict(
+            tensors={"rm_scores": scores, "response_mask": torch.ones(len(uids), 2, dtype=torch.long)},
+            non_tensors={"uid": np.array(uids, dtype=object)},
+            meta_info={"timing": {}, "reward_extra_keys": []},
+        )
+
+    manager._generate_round = generate_round
+    uids = np.array([u for u in "ab" for _ in range(4)], dtype=object)
+    prompts = DataProto.from_dict(
+        tensors={"input_ids": torch.zeros(8, 3, dtype=torch.long)},
+        non_tensors={"uid": uids, "raw_prompt": np.array([MESSAGES[u] for u in uids], dtype=object),
+                     "data_source": np.array(["tiny"] * 8, dtype=object)},
+        meta_info={"global_steps": 5},
+    )
+    manager.generate_sequences(prompts)
+    assert len(seeds["a"]) == 16 and len(seeds["b"]) == 8  # a needed the second round
+    for u, got in seeds.items():
+        assert got == [sample_seed(7, prompt_identity(MESSAGES[u], "tiny"), 5, i) for i in range(len(got))]
