@@ -4,9 +4,11 @@ GRPO centres each reward on the mean of its own group. Reinforce-Ada keeps only 
 per prompt for the update but may have drawn many more; the mean of all of them is a better
 estimate of the prompt's pass rate, so it is the baseline:
 
-    A_i = (r_i - mean(pool)) [/ (std(pool) + eps)] * w(mean(pool))
+    A_i = (r_i - mean(pool)) [/ (std(pool) + eps)] * w(mean(pool)) [* c(outcome of i)]
 
-broadcast over the response tokens. The pool travels with each sample as a :class:`PoolStats`.
+broadcast over the response tokens, where c is the downsampling correction's weight of the sample's
+outcome (:class:`StratumWeights`, ``downsample_correction=stratified``; 1 otherwise). The pool travels
+with each sample as a :class:`PoolStats`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,24 @@ from reinforce_ada.core.config import SamplerConfig
 
 
 @dataclass(frozen=True)
+class StratumWeights:
+    """The downsampling correction of one prompt: a weight per outcome for its kept samples.
+
+    Attributes:
+        threshold: A sample is correct iff its reward is strictly greater than this.
+        correct: The weight of a kept correct sample: its share in the pool over its share in the group.
+        incorrect: The same for a kept incorrect sample.
+    """
+
+    threshold: float
+    correct: float
+    incorrect: float
+
+    def of(self, reward: float) -> float:
+        return self.correct if reward > self.threshold else self.incorrect
+
+
+@dataclass(frozen=True)
 class PoolStats:
     """Sufficient statistics of a prompt's pool of rewards, plus its prompt weight.
 
@@ -30,12 +50,14 @@ class PoolStats:
         m2: Sum of squared deviations from the mean (so the unbiased std is
             ``sqrt(m2 / (count - 1))``); kept instead of a sum of squares for accuracy.
         weight: Factor applied to the prompt's advantages (1.0 unless a prompt weight is on).
+        strata: The downsampling correction's weights per outcome; None without one.
     """
 
     count: int
     mean: float
     m2: float
     weight: float = 1.0
+    strata: StratumWeights | None = None
 
     @classmethod
     def from_rewards(cls, rewards: Sequence[float], weight: float = 1.0) -> PoolStats:
@@ -85,7 +107,8 @@ def outcome_advantages(
 
     Args:
         scores: Sequence rewards, shape (bs,).
-        pools: The pool of each sample's prompt, length bs.
+        pools: The pool of each sample's prompt, length bs (its prompt weight and, if any, the
+            downsampling correction's weight of the sample's outcome multiply the advantage).
         response_mask: 1 on response tokens, shape (bs, response_length).
         norm_by_std: Divide by the pool's unbiased std plus ``epsilon`` (GRPO's scaling, but
             over the whole pool).
@@ -97,7 +120,10 @@ def outcome_advantages(
     if len(pools) != scores.shape[0]:
         raise ValueError(f"{len(pools)} pools for {scores.shape[0]} samples")
     mean = torch.tensor([p.mean for p in pools], dtype=scores.dtype, device=scores.device)
-    weight = torch.tensor([p.weight for p in pools], dtype=scores.dtype, device=scores.device)
+    weight = torch.tensor(
+        [p.weight * (p.strata.of(score) if p.strata is not None else 1.0) for p, score in zip(pools, scores.tolist())],
+        dtype=scores.dtype, device=scores.device,
+    )
     advantages = scores - mean
     if norm_by_std:
         std = torch.tensor([p.std for p in pools], dtype=scores.dtype, device=scores.device)

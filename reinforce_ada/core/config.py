@@ -16,6 +16,7 @@ VARIANTS = ("balance", "pos", "est")
 UNRESOLVED_POLICIES = ("keep", "drop")
 SELECTIONS = ("first", "random")
 PROMPT_WEIGHTS = ("auto", "none", "inverse", "inverse_sqrt")
+CORRECTIONS = ("none", "stratified")
 MODES = ("rounds", "async")
 
 
@@ -57,6 +58,10 @@ class SamplerConfig:
             (1 / sqrt(max(p, eps))), the v3 paper's log-objective correction. ``"auto"``: the
             variant's own, ``"inverse_sqrt"`` for ``est`` (Est's explicit weight) and
             ``"none"`` for ``balance``/``pos``; see :attr:`weight_rule`.
+        downsample_correction: ``"none"`` (the reference) or ``"stratified"``: each kept sample's
+            advantage is multiplied by its outcome's share in the pool over its share in the group, so that
+            the group's expected update is the whole pool's (see :func:`reinforce_ada.core.groups.stratum_weights`).
+            No effect on ``est``, which keeps every sample.
         prompt_weight_eps: The eps of ``prompt_weight``, also Est's allocation eps
             (N_x ~ 1/sqrt(p_hat + eps)).
         min_samples_per_prompt: Est's N_min, at most n (the mean). 2 by default: the fewest
@@ -95,6 +100,7 @@ class SamplerConfig:
     seed: int = 0
     prompt_weight: str = "auto"
     prompt_weight_eps: float = 0.01
+    downsample_correction: str = "none"
     # Est and the pass-rate tracker
     min_samples_per_prompt: int = 2
     warm_start: bool = False
@@ -117,6 +123,7 @@ class SamplerConfig:
         _check_choice(self, "selection", SELECTIONS)
         _check_choice(self, "prompt_weight", PROMPT_WEIGHTS)
         _check_choice(self, "mode", MODES)
+        _check_choice(self, "downsample_correction", CORRECTIONS)
         _check_int(self, "seed", minimum=None)
         if self.sampling_seed is not None:
             _check_int(self, "sampling_seed", minimum=0)
@@ -151,6 +158,11 @@ class SamplerConfig:
                 f"n: the group size ({self.n}) exceeds the samples a prompt may draw "
                 f"(N_max = {self.n_max} = min(round_size * max_rounds, max_samples_per_prompt)); "
                 "lower n or raise round_size / max_rounds / max_samples_per_prompt"
+            )
+        if self.downsample_correction == "stratified" and self.n < 2 and self.variant != "est":
+            raise ConfigError(
+                "downsample_correction: 'stratified' needs a group of n >= 2 (a group of one cannot hold both "
+                f"outcomes), got n={self.n}; raise actor_rollout_ref.rollout.n or use 'none'"
             )
         if self.positives_needed + self.negatives_needed > self.n_max:
             raise ConfigError(

@@ -3,6 +3,11 @@
 The group aims for ``n // 2`` correct and ``n - n // 2`` incorrect samples, and fills from the
 other side when one side is short, so a group is uniform only when the whole pool is. The
 advantage baseline is still taken from the whole pool (see :mod:`reinforce_ada.core.advantage`).
+
+Balancing changes what the update estimates: a group of half correct samples over-represents
+whichever outcome is rare in the pool. ``downsample_correction=stratified`` weighs each kept
+sample by its outcome's share in the pool over its share in the group (:func:`stratum_weights`),
+so that the group is a stratified sample of the pool: its expected update is the pool's.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from reinforce_ada.core.advantage import PoolStats, pool_stats
+from reinforce_ada.core.advantage import PoolStats, StratumWeights, pool_stats
 from reinforce_ada.core.config import SamplerConfig
 from reinforce_ada.core.sampler import PromptSampler
 
@@ -64,6 +69,24 @@ def candidates(rewards: Sequence[float], config: SamplerConfig) -> list[int]:
     return sorted(positives + negatives)
 
 
+def stratum_weights(rewards: Sequence[float], kept: Sequence[int], threshold: float) -> StratumWeights:
+    """The stratified correction of a group: for each outcome, its share in the pool over its share in the group.
+
+    With these weights the group's mean of weight x (advantage x score function) has, for either outcome,
+    the pool's share of that outcome times the mean over the kept samples of that outcome, whose
+    expectation is the mean over the pool's samples of that outcome (the kept ones are a uniform choice
+    among them, or the first drawn of exchangeable draws). So the group's expected update is the pool's.
+    An outcome with no kept sample has no sample to weigh (its weight is 1).
+    """
+    positives = sum(r > threshold for r in rewards)
+    kept_pos = sum(rewards[i] > threshold for i in kept)
+
+    def ratio(in_pool: int, in_group: int) -> float:
+        return (in_pool / len(rewards)) / (in_group / len(kept)) if in_group else 1.0
+
+    return StratumWeights(threshold, ratio(positives, kept_pos), ratio(len(rewards) - positives, len(kept) - kept_pos))
+
+
 @dataclass(frozen=True)
 class PromptGroup:
     """The outcome of one prompt's sampling: its group and its pool statistics.
@@ -99,7 +122,10 @@ def form_group(sampler: PromptSampler, prompt_key: str = "") -> PromptGroup:
         return PromptGroup(kept=list(range(sampler.drawn)), stats=stats)
     if sampler.drawn < config.n or (not sampler.resolved and config.unresolved == "drop"):
         return PromptGroup(kept=[], stats=stats, dropped=True)
-    return PromptGroup(kept=select_group(sampler.rewards, config, prompt_key), stats=stats)
+    kept = select_group(sampler.rewards, config, prompt_key)
+    if config.downsample_correction == "stratified":
+        stats = replace(stats, strata=stratum_weights(sampler.rewards, kept, config.threshold))
+    return PromptGroup(kept=kept, stats=stats)
 
 
 def without_signal(

@@ -62,4 +62,7 @@ def summarize(samplers: Sequence[PromptSampler], groups: Sequence[PromptGroup]) 
         "kept_negatives": float(kept_total - kept_pos),
         "kept_groups_with_signal_frac": with_signal / len(kept_groups) if kept_groups else 0.0,
     }
+    corrected = [g.stats.strata.of(s.rewards[i]) for s, g in kept_groups if g.stats.strata for i in g.kept]
+    if corrected:  # downsample_correction=stratified: the spread of the weights it put on the kept samples
+        metrics["stratified_weight_min"], metrics["stratified_weight_max"] = min(corrected), max(corrected)
     return metrics

@@ -168,6 +168,12 @@ def _check_compatible(config: DictConfig, sampler: SamplerConfig) -> None:
             "trainer.use_v1: reinforce_ada.warm_start keeps a pass-rate tracker across steps, saved through the V1 "
             "trainer's checkpoint callback; set trainer.use_v1=true (or warm_start=false)"
         )
+    if sampler.downsample_correction != "none" and config.algorithm.adv_estimator != "reinforce_ada":
+        raise ConfigError(
+            f"reinforce_ada.downsample_correction: {sampler.downsample_correction!r} weighs the kept responses "
+            "through the pool statistics, which only algorithm.adv_estimator=reinforce_ada reads; set it, or "
+            f"downsample_correction=none (got adv_estimator={config.algorithm.adv_estimator!r})"
+        )
     if sampler.variant == "est":
         if config.algorithm.adv_estimator != "reinforce_ada":
             raise ConfigError(

@@ -403,3 +403,17 @@ def test_one_round_of_n_is_grpo_on_the_adaptive_path(published):
     assert {u: p.count for u, p in published.items()} == {u: 4 for u in UIDS}
     metrics = pop_step_metrics()
     assert metrics["reinforce_ada/samples_total"] == 12 == metrics["reinforce_ada/kept_samples"]
+
+
+@pytest.mark.parametrize("trainer", ["v1", "legacy"])
+def test_both_trainers_hand_the_stratified_correction_to_the_estimator(published, trainer):
+    """The correction is formed in the core and travels with each prompt's pool statistics, in either trainer."""
+    config = SamplerConfig(downsample_correction="stratified")
+    if trainer == "v1":
+        v1_manager(config).generate_sequences(v1_prompts())
+    else:
+        legacy_manager(config).generate_sequences(legacy_prompts())
+    late = published["late"]  # 2 correct of 24 drawn; the group keeps both with 2 incorrect
+    assert (late.strata.correct, late.strata.incorrect) == (pytest.approx((2 / 24) / (2 / 4)),
+                                                            pytest.approx((22 / 24) / (2 / 4)))
+    assert (published["never"].strata.correct, published["never"].strata.incorrect) == (1.0, 1.0)  # all wrong

@@ -147,3 +147,17 @@ def test_import_verl_loads_the_plugin_in_a_fresh_process():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[-2:] == ["reinforce_ada.integration.estimator", "True"]
+
+
+def test_the_downsampling_correction_weighs_each_outcome(restore_verl_registries):
+    from reinforce_ada.core.advantage import StratumWeights
+    from reinforce_ada.integration.estimator import compute_reinforce_ada_outcome_advantage
+    from reinforce_ada.integration.handover import publish_pools
+
+    stats = PoolStats.from_rewards([1.0] + [0.0] * 7)
+    publish_pools({"p": PoolStats(stats.count, stats.mean, stats.m2, strata=StratumWeights(0.7, 0.5, 7 / 6))})
+    adv, _ = compute_reinforce_ada_outcome_advantage(
+        torch.tensor([[1.0], [0.0]]), torch.ones(2, 1), index=np.array(["p", "p"], dtype=object),
+        config={"norm_adv_by_std_in_grpo": False},
+    )
+    torch.testing.assert_close(adv, torch.tensor([[7 / 8 * 0.5], [-1 / 8 * 7 / 6]]))

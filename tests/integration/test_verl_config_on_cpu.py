@@ -214,3 +214,9 @@ def test_storage_capacity_check_counts_the_cap_and_can_be_lifted():
         ConfigError, match=r"= 131072 samples, more than the 100000 it holds; raise it to at least 131072"
     ):
         prepare_config(load("actor_rollout_ref.rollout.n=4", "data.train_batch_size=4096"))
+
+
+def test_the_downsampling_correction_needs_the_pool_estimator():
+    with pytest.raises(ConfigError, match="downsample_correction: 'stratified'.*adv_estimator=reinforce_ada"):
+        prepare_config(load("reinforce_ada.downsample_correction=stratified", "algorithm.adv_estimator=grpo"))
+    assert prepare_config(load("reinforce_ada.downsample_correction=stratified")).downsample_correction == "stratified"
