@@ -218,5 +218,7 @@ def test_storage_capacity_check_counts_the_cap_and_can_be_lifted():
 
 def test_the_downsampling_correction_needs_the_pool_estimator():
     with pytest.raises(ConfigError, match="downsample_correction: 'stratified'.*adv_estimator=reinforce_ada"):
-        prepare_config(load("reinforce_ada.downsample_correction=stratified", "algorithm.adv_estimator=grpo"))
-    assert prepare_config(load("reinforce_ada.downsample_correction=stratified")).downsample_correction == "stratified"
+        prepare_config(load("reinforce_ada.downsample_correction=stratified", "algorithm.adv_estimator=grpo",
+                            "actor_rollout_ref.rollout.n=4"))
+    chosen = prepare_config(load("reinforce_ada.downsample_correction=stratified", "actor_rollout_ref.rollout.n=4"))
+    assert chosen.downsample_correction == "stratified"
