@@ -34,6 +34,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import reinforce_ada
 from reinforce_ada.demo import task as demo_task
 from reinforce_ada.demo.config import DEFAULT_SIZE, METHODS, QUICK_SIZE, SAMPLING_SEED, DemoSize, demo_methods
 from reinforce_ada.demo.report import (
@@ -124,7 +125,7 @@ def trainer_command(
         ["trainer.val_before_train=true", f"trainer.validation_data_dir={run_dir / 'validation'}"]
         if validate_base else ["trainer.val_before_train=false"]
     )
-    reward_file = Path(__file__).with_name("reward.py")
+    reward_file = Path(reinforce_ada.__file__).with_name("reward.py")  # the file users name, as they do
     return [
         sys.executable, "-m", "reinforce_ada.main_ppo",
         "trainer.device=cpu", "trainer.use_v1=true", "trainer.n_gpus_per_node=1", "trainer.nnodes=1",

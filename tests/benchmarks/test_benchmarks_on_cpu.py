@@ -4,7 +4,7 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 def test_sampling_efficiency_tables(tmp_path, capsys):
     from benchmarks.sampling_efficiency import main

@@ -13,7 +13,7 @@ import pytest
 from benchmarks import learning, learning_protocol, learning_report
 from reinforce_ada.demo.config import DemoSize
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FILTERED, ALL = learning_protocol.FILTERED, learning_protocol.UNFILTERED
 
 
@@ -163,12 +163,12 @@ def test_the_quick_benchmark_filters_with_data_prep_trains_resumably_and_reports
     from reinforce_ada.tools import tiny
 
     tiny.build(tmp_path / "tiny", train=2, test=1)
-    command = [sys.executable, str(ROOT / "benchmarks" / "learning.py"), "--quick", "--model",
+    command = [sys.executable, "-m", "benchmarks.learning", "--quick", "--model",
                str(tmp_path / "tiny" / "model"), "--work", str(tmp_path / "work"), "--results",
                str(tmp_path / "results"), "--write", str(tmp_path / "RESULTS.md"), "--methods", "grpo_n4",
                "--pass-rate-range", "-1", "1"]  # the random model solves nothing: keep every question
     env = {**os.environ, "REINFORCE_ADA_CPU_THREADS": "1"}
-    first = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+    first = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
     (tmp_path / "first.log").write_text(first.stdout + first.stderr)
     assert first.returncode == 0, (first.stdout + first.stderr)[-6000:]
     report = json.loads((tmp_path / "work" / "data" / "filtered" / "report.json").read_text())
@@ -191,7 +191,7 @@ def test_the_quick_benchmark_filters_with_data_prep_trains_resumably_and_reports
 
     # a new machine: an empty work folder, the results kept: nothing is sampled or trained again
     moved = [c if c != str(tmp_path / "work") else str(tmp_path / "work2") for c in command]
-    again = subprocess.run(moved, capture_output=True, text=True, timeout=600, env=env)
+    again = subprocess.run(moved, capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "grpo_n4 seed 0: finished before, skipped" in again.stdout
     assert "verl's trainer" not in again.stdout

@@ -152,3 +152,5 @@ def test_a_budgeted_demo_gives_reinforce_ada_the_budget_and_grpo_nothing_new():
     command = demo.trainer_command("x", Path("m"), {"train": Path("t"), "test": Path("v")}, demo.DemoSize(), Path("r"),
                                    64, overrides=runs["Reinforce-Ada-balance-budget2"])
     assert command[-1] == "reinforce_ada.sample_budget=2.0" and "trainer.experiment_name=x" in command
+    (reward_file,) = [c.split("=", 1)[1] for c in command if c.startswith("reward.custom_reward_function.path=")]
+    assert Path(reward_file).is_file()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "run_cpu_tiny.sh"
 
 pytestmark = pytest.mark.slow
@@ -120,7 +120,7 @@ def test_verls_own_entry_point_runs_async_warm_started_sampling_that_drops_unres
     env = {"STEPS": "3", "SAVE_FREQ": "3", "VARIANT": "pos", "ENTRY": "verl"}
     overrides = ["reinforce_ada.mode=async", "reinforce_ada.warm_start=true", "reinforce_ada.unresolved=drop",
                  "reinforce_ada.max_rounds=2", "reinforce_ada.sample_budget=2",
-                 f"reward.custom_reward_function.path={ROOT / 'tests' / 'flaky_reward.py'}",
+                 f"reward.custom_reward_function.path={ROOT / 'tests' / 'e2e' / 'flaky_reward.py'}",
                  *CLUSTER_SHAPED]
     records, log = finish(start(tmp_path, "warm", env, *overrides), tmp_path, "warm")
     assert [r["step"] for r in records] == [1, 2, 3]

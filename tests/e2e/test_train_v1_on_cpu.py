@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "run_cpu_tiny.sh"
 
 pytestmark = pytest.mark.slow
@@ -154,7 +154,7 @@ def assert_sane_sampler_metrics(
     )
 
 
-FLAKY_REWARD = ROOT / "tests" / "flaky_reward.py"
+FLAKY_REWARD = ROOT / "tests" / "e2e" / "flaky_reward.py"
 # The resumed step meets what a long run meets (each start-up costs minutes, so one run checks several things):
 # a reward call that fails on about 8% of samples, and a step with nothing to keep (nothing passes a threshold
 # of 1.0, and unresolved prompts are dropped).
