@@ -21,7 +21,7 @@ def configuration_table() -> dict[str, str]:
 
 
 def yaml_section() -> dict:
-    return yaml.safe_load((ROOT / "configs" / "reinforce_ada.yaml").read_text())["reinforce_ada"]
+    return yaml.safe_load((ROOT / "configs" / "reinforce_ada" / "common.yaml").read_text())["reinforce_ada"]
 
 
 def test_the_configuration_reference_the_yaml_and_the_sampler_config_agree():

@@ -43,7 +43,7 @@ import os
 import sys
 import types
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 PLATFORM = "cpu"
 
@@ -52,8 +52,13 @@ def enabled() -> bool:
     return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM
 
 
-def activate() -> None:
-    """Registers the platform and applies the patches in this process (idempotent)."""
+def activate(set_current: bool = False) -> None:
+    """Registers the platform and applies the patches in this process (idempotent).
+
+    Args:
+        set_current: Also make it verl's current platform, which verl fixes the first time it asks (verl's
+            own entry module asks when it is imported, before any config is read).
+    """
     os.environ.setdefault("VERL_ENGINE_DEVICE", "cuda")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
@@ -61,6 +66,37 @@ def activate() -> None:
     _register_platform()
     _patch_process_group_backend()
     _on_import("vllm.model_executor.layers.utils", _use_plain_linear_in_vllm)
+    _on_import("verl.workers.engine.fsdp.transformer_impl", _never_pin_offloaded_parameters)
+    if set_current:
+        from verl.plugin.platform import platform_manager
+
+        current = platform_manager._current_platform
+        if current is None or current.device_name != PLATFORM:
+            platform_manager._current_platform = platform_manager.PlatformRegistry.get(PLATFORM)()
+
+
+def check_platform(config: DictConfig) -> None:
+    """Refuses ``VERL_PLATFORM=cpu`` on a machine with CUDA GPUs when the run does not ask for the CPU: the
+    plug-in would silently turn every worker into a CPU/gloo worker.
+
+    Raises:
+        ConfigError: Naming both settings.
+    """
+    device = config.trainer.get("device")
+    if enabled() and device != PLATFORM and _cuda_devices() > 0:
+        from reinforce_ada.core.config import ConfigError
+
+        raise ConfigError(
+            f"trainer.device: VERL_PLATFORM=cpu is set in the environment, but trainer.device is {device!r} and "
+            f"this machine has {_cuda_devices()} CUDA device(s): every worker would run on the CPU with gloo; unset "
+            "VERL_PLATFORM to train on the GPUs (or set trainer.device=cpu to try the run on the CPU)"
+        )
+
+
+def _cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count()  # NVML first, so it does not initialise CUDA; 0 on torch's CPU build
 
 
 def prepare_config(config: DictConfig) -> list[str]:
@@ -69,6 +105,7 @@ def prepare_config(config: DictConfig) -> list[str]:
     Only settings with a single working value on CPU are set. Called on the driver before Ray
     starts.
     """
+    neutralised = neutralise_gpu_settings(config)  # first: the logical GPU count decides Ray's resources below
     changes: list[str] = []
 
     def require(path: str, value) -> None:
@@ -84,6 +121,14 @@ def prepare_config(config: DictConfig) -> list[str]:
     require("actor_rollout_ref.ref.strategy", "fsdp2")
     require("critic.strategy", "fsdp2")
     require("actor_rollout_ref.rollout.enable_sleep_mode", False)
+    require("actor_rollout_ref.rollout.free_cache_engine", False)  # it puts the engine to sleep between steps
+    # compiling for the CPU (vLLM's graphs, the actor's torch.compile) costs minutes at every start-up
+    require("actor_rollout_ref.rollout.enforce_eager", True)
+    require("actor_rollout_ref.actor.use_torch_compile", False)
+    require("actor_rollout_ref.actor.fsdp_config.use_torch_compile", False)
+    # verl starts each vLLM replica's model in a worker process of its own ("mp"), on which the engine process
+    # busy-waits, a core of two; with one process per replica ("uni") a 2-step run took 81 s instead of 109 s
+    require("actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend", "uni")
     if (config.get("reinforce_ada") or {}).get("sampling_seed") is not None:
         # a seeded request's sampler is rewound after a partial prefill, which vLLM-CPU's generator cannot do
         require("actor_rollout_ref.rollout.enable_chunked_prefill", False)
@@ -103,7 +148,65 @@ def prepare_config(config: DictConfig) -> list[str]:
         )
     if changes:
         print("[reinforce_ada.platform.cpu] set for CPU: " + " ".join(changes), file=sys.stderr)
+    return neutralised + changes
+
+
+# GPU-only settings a GPU script may carry, and why each means nothing on a CPU
+_OFFLOAD_WHY = "offloading to CPU memory means nothing when the model already lives there"
+GPU_ONLY = {
+    **{f"actor_rollout_ref.{role}.fsdp_config.{key}": (False, _OFFLOAD_WHY)
+       for role in ("actor", "ref") for key in ("param_offload", "optimizer_offload", "offload_policy")},
+    "actor_rollout_ref.model.enable_activation_offload": (False, _OFFLOAD_WHY),
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": (
+        1, "vLLM-CPU runs each replica in one process here; verl places one replica per logical GPU"),
+}
+
+
+def neutralise_gpu_settings(config: DictConfig) -> list[str]:
+    """Turns off the settings of a GPU script that cannot work on a CPU, one printed line each, naming it;
+    nothing else the user set is changed. Returns the ``key=value`` settings it changed."""
+    changes = []
+    for path, (value, why) in GPU_ONLY.items():
+        node, _, key = path.rpartition(".")
+        parent = OmegaConf.select(config, node)
+        if parent is None or key not in parent or parent[key] == value or parent[key] is None:
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and parent[key] <= value:
+            continue
+        _say(f"{path}={parent[key]} -> {value}: {why}")
+        with open_dict(parent):
+            parent[key] = value
+        changes.append(f"{path}={value}")
+    cores = os.cpu_count() or 1
+    if config.trainer.n_gpus_per_node > cores:
+        _say(f"trainer.n_gpus_per_node={config.trainer.n_gpus_per_node} -> 1: on a CPU each logical GPU is a training "
+             f"rank and a vLLM replica with processes of their own, and this machine has {cores} cores")
+        config.trainer.n_gpus_per_node = 1
+        changes.append("trainer.n_gpus_per_node=1")
+    slots = config.trainer.n_gpus_per_node * config.trainer.nnodes
+    for path in ("actor_rollout_ref.rollout.agent.num_workers", "reward.num_workers",
+                 "transfer_queue.backend.SimpleStorage.num_data_storage_units"):
+        node, _, key = path.rpartition(".")
+        parent = OmegaConf.select(config, node)
+        if parent is not None and (parent.get(key) or 0) > slots:
+            _say(f"{path}={parent[key]} -> {slots}: one per logical GPU on a CPU (each is a process that loads "
+                 "verl; more of them starve the cores)")
+            parent[key] = slots
+            changes.append(f"{path}={slots}")
+    memory = OmegaConf.select(config, "actor_rollout_ref.rollout.gpu_memory_utilization")
+    if memory is not None:
+        _say(f"actor_rollout_ref.rollout.gpu_memory_utilization={memory} is not used: vLLM-CPU's KV cache is "
+             f"VLLM_CPU_KVCACHE_SPACE={os.environ.get('VLLM_CPU_KVCACHE_SPACE', '1')} GiB")
+    loggers = config.trainer.get("logger") or []
+    if "wandb" in loggers and "WANDB_MODE" not in os.environ:
+        os.environ["WANDB_MODE"] = "offline"  # Ray's workers inherit it
+        _say("trainer.logger has wandb: WANDB_MODE=offline (it logs to ./wandb; `wandb sync` uploads it later), "
+             "so that a machine without network or an API key still trains")
     return changes
+
+
+def _say(message: str) -> None:
+    print(f"[reinforce_ada.platform.cpu] {message}", file=sys.stderr)
 
 
 def _select(config: DictConfig, path: str) -> DictConfig:
@@ -309,6 +412,26 @@ def _patch_process_group_backend() -> None:
     from reinforce_ada.platform.loopback import replace_process_group_init
 
     replace_process_group_init(initialize_global_process_group_ray)
+
+
+def _never_pin_offloaded_parameters(module: types.ModuleType) -> None:
+    """verl gives a forward-only engine (the reference model of a KL loss) FSDP2's ``CPUOffloadPolicy(pin_memory=
+    True)``, and pinning memory needs an accelerator ("Cannot access accelerator device when none is
+    available"). On a CPU the parameters stay where they are: same policy class, nothing pinned."""
+    import dataclasses
+
+    policy = module.CPUOffloadPolicy
+    if policy is None or getattr(policy, "_reinforce_ada_cpu", False):
+        return
+
+    @dataclasses.dataclass
+    class UnpinnedCPUOffloadPolicy(policy):
+        _reinforce_ada_cpu = True
+
+        def __post_init__(self):
+            self.pin_memory = False
+
+    module.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy
 
 
 def _use_plain_linear_in_vllm(module: types.ModuleType) -> None:
