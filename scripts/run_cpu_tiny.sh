@@ -6,8 +6,8 @@
 #
 # Environment: STEPS (training steps, default 2), OUT (run folder, default outputs/cpu_tiny),
 # VARIANT (balance | pos | est, default balance), TRAINER (v1 | legacy, default v1), ENTRY (ours |
-# verl, default ours: verl's own `python -m verl.trainer.main_ppo` with this package's config,
-# which then needs the CPU settings spelled out, as below). Metrics go to the console and to
+# verl, default ours: verl's own `python -m verl.trainer.main_ppo` with this package's config).
+# Metrics go to the console and to
 # OUT/metrics/<start time>.jsonl (verl's file logger).
 # Rerunning with the same OUT resumes from its last checkpoint. One worker of each kind and one
 # TransferQueue storage unit keep the process count down on two cores (measured: 8 storage
@@ -29,17 +29,9 @@ mkdir -p "$(dirname "$VERL_FILE_LOGGER_PATH")"
 
 case "${ENTRY:-ours}" in
   ours) entry=(-m reinforce_ada.main_ppo) ;;
-  # verl's entry point does not run our pre-Ray checks, so the CPU settings that
-  # reinforce_ada.main_ppo derives from trainer.device=cpu, and its loopback-only settings for a
-  # single-machine run (reinforce_ada/platform/loopback.py), are given here.
-  verl) export VERL_PLATFORM=cpu REINFORCE_ADA_LOOPBACK=1 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
-        export GLOO_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME=lo VLLM_HOST_IP=127.0.0.1
-        entry=(-m verl.trainer.main_ppo --config-path=pkg://reinforce_ada.configs --config-name=reinforce_ada
-               +actor_rollout_ref.model.override_config.attn_implementation=sdpa
-               actor_rollout_ref.actor.strategy=fsdp2 actor_rollout_ref.ref.strategy=fsdp2 critic.strategy=fsdp2
-               +actor_rollout_ref.rollout.enable_sleep_mode=false
-               +ray_kwargs.ray_init.num_gpus=1 ray_kwargs.ray_init.num_cpus=16
-               +ray_kwargs.ray_init._node_ip_address=127.0.0.1) ;;
+  # verl's own entry point with this package's config (Hydra's flags before the overrides); the package's
+  # verl plug-in makes it prepare the run before Ray starts, as reinforce_ada.main_ppo does
+  verl) entry=(-m verl.trainer.main_ppo --config-path=pkg://reinforce_ada.configs --config-name=reinforce_ada) ;;
   *) echo "ENTRY must be ours or verl" >&2; exit 2 ;;
 esac
 
@@ -67,5 +59,5 @@ exec "$py" "${entry[@]}" \
   trainer.logger='[console,file]' trainer.project_name=reinforce_ada trainer.experiment_name=cpu_tiny \
   trainer.default_local_dir="$out/checkpoints" trainer.total_training_steps="${STEPS:-2}" \
   trainer.total_epochs=100 trainer.save_freq="${SAVE_FREQ:-2}" trainer.test_freq=-1 \
-  trainer.val_before_train=false trainer.resume_mode=auto \
+  trainer.val_before_train=false trainer.resume_mode=auto +ray_kwargs.ray_init.include_dashboard=false \
   "$@"

