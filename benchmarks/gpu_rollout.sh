@@ -11,3 +11,11 @@ nvidia-smi --query-gpu=name,memory.total --format=csv | tee "$out/gpu.txt"
 python -m benchmarks.gpu_rollout --prompts 256 --repeats 3 --json "$out/gpu_1p5b.json" 2>&1 | tee "$out/gpu_1p5b.txt"
 python -m benchmarks.gpu_rollout --layers 28 --hidden 3584 --intermediate 18944 --heads 28 --kv-heads 4 \
   --prompts 128 --repeats 2 --json "$out/gpu_7b.json" 2>&1 | tee "$out/gpu_7b.txt"
+# reinforce_ada.sampling_seed on a GPU, where vLLM is installed: the same rollouts (the tiny model, so that the
+# sampler's own cost shows) seeded and unseeded; vLLM's older model runner seeds rows one by one in Python.
+# The ratio of the two tables' seconds, row by row, is what seeding costs the rollout.
+if python -c "import vllm" 2>/dev/null; then
+  python -m benchmarks.rollout_time --prompts 256 --max-tokens 256 --repeats 2 --label seeded 2>&1 | tee "$out/seeded.txt"
+  python -m benchmarks.rollout_time --prompts 256 --max-tokens 256 --repeats 2 --unseeded --label unseeded 2>&1 \
+    | tee "$out/unseeded.txt"
+fi

@@ -362,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--sample-budgets", type=lambda text: [float(x) for x in text.split(",")],
         help="also time each setting under these reinforce_ada.sample_budget values, comma-separated (e.g. 2,3)",
     )
+    parser.add_argument("--unseeded", action="store_true",
+                        help="no per-request seeds (as without reinforce_ada.sampling_seed): run once with it and once "
+                        "without to see what seeding costs the engine")
     parser.add_argument("--label", default=None, help="name of the model in the table")
     parser.add_argument("--write", metavar="RESULTS_MD")
     return parser
@@ -413,7 +416,8 @@ def main(argv=None) -> None:
 
     def make_params(count: int, seed: int):
         return SamplingParams(
-            n=count, temperature=1.0, max_tokens=args.max_tokens, seed=seed, output_kind=RequestOutputKind.FINAL_ONLY
+            n=count, temperature=1.0, max_tokens=args.max_tokens, seed=None if args.unseeded else seed,
+            output_kind=RequestOutputKind.FINAL_ONLY,
         )
 
     def score(prompt: int, text: str) -> float:
@@ -450,6 +454,8 @@ def publish(
         key += "_budget" + "_".join(f"{b:g}" for b in args.sample_budgets)
     if args.max_num_seqs:
         key += f"_seqs{args.max_num_seqs}"
+    if getattr(args, "unseeded", False):
+        key += "_unseeded"
     table, summary = report(runs, label, prompt_count, args.max_tokens, variants, settings)
     print(table)
     RESULTS_DIR.mkdir(exist_ok=True)
@@ -459,7 +465,7 @@ def publish(
         if "--write" in given:  # drop "--write PATH": the section says where it is written
             i = given.index("--write")
             del given[i : i + 2]
-        command = shlex.join(["python", "benchmarks/rollout_time.py", *given])
+        command = shlex.join(["python", "-m", "benchmarks.rollout_time", *given])
         described = " and ".join(setting_label(s) for s in unbudgeted)
         n_max = settings[0].get("max_samples_per_prompt") or settings[0]["round_size"] * settings[0]["max_rounds"]
         budget = "" if len(unbudgeted) == 1 else f" (the same budget N_max = {n_max} samples per prompt, R = N_max / M)"
@@ -475,8 +481,9 @@ def publish(
             f"{prompt_count} prompts, temperature 1.0, at most {args.max_tokens} new tokens, vLLM "
             f"{importlib.metadata.version('vllm')}, one engine for all methods ({engine}), driven request by request; "
             f"n = 4, {described}{budget}; {args.repeats} repeats, each in another order of the methods, "
-            f"the same sample seeds "
-            f"for every method within a repeat. rounds: a barrier per round (the reference); async: a prompt's next "
+            + ("no per-request seeds (vLLM's own randomness). " if getattr(args, "unseeded", False) else
+               "the same sample seeds for every method within a repeat. ")
+            + "rounds: a barrier per round (the reference); async: a prompt's next "
             f"request is sent as soon as its previous one is scored. rounds: the most requests one prompt made. Engine "
             f"steps: calls of the engine's step(); async can only save time by running the same tokens in fewer, "
             f"fuller steps. "

@@ -27,12 +27,13 @@ def yaml_section() -> dict:
 def test_the_configuration_reference_the_yaml_and_the_sampler_config_agree():
     table, section = configuration_table(), yaml_section()
     fields = {f.name: f.default for f in dataclasses.fields(SamplerConfig) if f.name != "n"}  # n is rollout.n
-    assert set(table) == set(section) == set(fields) | {"enable"}, (
+    outside = {"enable", "loopback"}  # read by the glue and the platform, not the sampler
+    assert set(table) == set(section) == set(fields) | outside, (
         set(table) ^ set(section),
-        set(section) ^ (set(fields) | {"enable"}),
+        set(section) ^ (set(fields) | outside),
     )
     for key, value in section.items():
-        if key != "enable":
+        if key not in outside:
             assert value == fields[key], f"{key}: the YAML says {value!r}, SamplerConfig {fields[key]!r}"
         if value is None:
             continue  # the table describes what null means (e.g. "n//2 (balance)")

@@ -1,12 +1,13 @@
 """Reproducible rollouts: one vLLM seed per training sample.
 
-With ``reinforce_ada.sampling_seed`` set, the i-th sample a prompt draws in a training step is
+With ``reinforce_ada.sampling_seed`` set, the i-th sample a prompt asks for in a training step is
 generated with the seed :func:`sample_seed` derives from the run seed, the prompt's identity
-(the pass-rate tracker's key: its messages and data source), the step and i (its index in the
-prompt's pool). Nothing else enters: not the worker that runs it, the order requests are sent
-or finish in, the round it belongs to, or the mode. So two runs with the same settings draw the
-same samples at step 1, and two methods draw the same first samples of a prompt at the same
-weights (common random numbers). What it does not promise: identical logits in batches of a
+(the pass-rate tracker's key: its messages and data source), the step and i (its slot: its index in the
+prompt's pool while nothing has failed); the redraw of a failed sample gets a seed of its own for the
+failed slot, so a failure shifts no other sample's seed. Nothing else enters: not the worker that
+runs it, the order requests are sent or finish in, the round it belongs to, or the mode. So two runs
+with the same settings draw the same samples at step 1, and two methods draw the same first samples of
+a prompt at the same weights (common random numbers). What it does not promise: identical logits in batches of a
 different shape (floating point), nor identical weights after an update on a platform whose
 kernels are not deterministic.
 """
@@ -18,18 +19,21 @@ import hashlib
 SEED_BITS = 63  # vLLM takes any non-negative int64; -1 means "unseeded"
 
 
-def sample_seed(run_seed: int, prompt_key: str, step: int, index: int) -> int:
+def sample_seed(run_seed: int, prompt_key: str, step: int, index: int, redraw: bool = False) -> int:
     """The vLLM seed of one sample.
 
     Args:
         run_seed: ``reinforce_ada.sampling_seed``.
         prompt_key: The prompt's :func:`~reinforce_ada.core.tracker.prompt_identity`.
         step: The training step (verl's ``global_steps``).
-        index: The sample's index in the prompt's pool for this step (0, 1, ...).
+        index: The sample's slot: the i-th sample the prompt asks for in this step (0, 1, ...; failed samples
+            counted, redraws not), which is its index in the pool while nothing has failed.
+        redraw: The sample redraws the failed sample of slot ``index``: a seed of its own, so that a failure
+            shifts no other sample's seed and a redraw does not repeat the response that failed.
 
     Returns:
         An integer in [0, 2**63).
     """
-    payload = f"{int(run_seed)}:{prompt_key}:{int(step)}:{int(index)}".encode()
+    payload = f"{int(run_seed)}:{prompt_key}:{int(step)}:{int(index)}{':redraw' if redraw else ''}".encode()
     digest = hashlib.blake2b(payload, digest_size=8).digest()
     return int.from_bytes(digest, "big") >> (64 - SEED_BITS)

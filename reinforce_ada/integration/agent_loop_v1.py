@@ -50,6 +50,7 @@ from reinforce_ada.integration.rollout import (
     sampling_seed,
     warn_once,
 )
+from reinforce_ada.integration.verl_config import storage_shortfall
 
 
 def _round_rewards(
@@ -82,6 +83,8 @@ def _round_rewards(
 
 
 SESSION_OFFSET = "__reinforce_ada_session_offset__"
+SEED_SLOTS = "__reinforce_ada_seed_slots__"  # per row: each sample's slot among the prompt's first attempts
+SEED_REDRAW = "__reinforce_ada_seed_redraw__"  # per row: the samples redraw failed ones (seeds of their own)
 
 
 class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
@@ -103,11 +106,14 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
 
     async def _run_agent_loop(self, sampling_params, trajectory, *, agent_name, trace=True, **kwargs):
         offset = kwargs.pop(SESSION_OFFSET, None)
+        slots, redraw = kwargs.pop(SEED_SLOTS, None), bool(kwargs.pop(SEED_REDRAW, False))
+        local = int(kwargs["session_id"])
         if offset is not None:
-            kwargs["session_id"] = int(offset) + int(kwargs["session_id"])
+            kwargs["session_id"] = int(offset) + local
         if self._sampling_seed is not None and not trajectory.get("validate", False):
             key = prompt_identity(kwargs.get("raw_prompt"), kwargs.get("data_source"))
-            seed = sample_seed(self._sampling_seed, key, int(kwargs.get("global_steps", 0)), int(kwargs["session_id"]))
+            slot = int(slots[local]) if slots is not None else int(kwargs["session_id"])
+            seed = sample_seed(self._sampling_seed, key, int(kwargs.get("global_steps", 0)), slot, redraw=redraw)
             sampling_params = {**sampling_params, "seed": seed}  # the prompt's sessions share the dict
         return await super()._run_agent_loop(sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs)
 
@@ -182,7 +188,19 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
         self.tracker: PassRateTracker = make_tracker(sampler_config)
         self.reward_name = reward_name(config)
         self._tracker_checked = False  # restored from verl's resumed checkpoint at the first training step
+        self._outputs_checked = 1  # the most outputs per sample TransferQueue's capacity was checked for
         check_streaming_reward(self.reward_loop_worker_handles)
+
+    def _check_storage(self, book: _RequestBook) -> None:
+        """An agent loop that returns several outputs per sample stores one entry per output: checks, the first time
+        it stores more than before, that a whole step still fits TransferQueue's storage."""
+        outputs = max(book.outputs_per_sample.values(), default=1)
+        if outputs <= self._outputs_checked:
+            return
+        problem = storage_shortfall(self.config, self.sampler_config, outputs)
+        if problem:
+            raise RuntimeError(f"reinforce_ada: {problem}")
+        self._outputs_checked = outputs
 
     def _restore_tracker(self, step: int) -> None:
         """At the first training step: loads the tracker saved with the checkpoint verl resumed from."""
@@ -259,7 +277,9 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
         book = _RequestBook(prompts, self.reward_name)
 
         def generate_round(requests: Mapping[int, int]) -> dict[int, list[float | None]]:
-            return book.record(self._dispatch_round(book.batch(requests)), requests)
+            rewards = book.record(self._dispatch_round(book.batch(requests)), requests)
+            self._check_storage(book)
+            return rewards
 
         rollout = _WorkerRequests(self, book) if self.sampler_config.mode == "async" else generate_round
 
@@ -305,7 +325,9 @@ class _RequestBook:
     """A V1 step's requests: builds their input rows and checks and books what comes back.
 
     Session ids continue across a prompt's requests; a failed sample's session is not in the
-    prompt's pool, so ``pool_sessions`` maps pool index to session.
+    prompt's pool, so ``pool_sessions`` maps pool index to session. Seeds follow slots, not sessions: the
+    i-th sample a prompt asks for (failed ones counted, redraws not) has slot i, and the redraw of a failed
+    sample gets the failed slot with a seed of its own, so a failure shifts no later sample's seed.
     """
 
     def __init__(self, prompts, reward_name: str = "the reward function"):
@@ -316,13 +338,27 @@ class _RequestBook:
         self.pool_sessions: list[list[int]] = [[] for _ in self.uids]
         self.outputs_per_sample: dict[tuple[str, int], int] = {}
         self.reward_tally = RewardTally()
+        self.next_slot = [0] * len(self.uids)  # per prompt: first attempts asked for
+        self.failed_slots: list[list[int]] = [[] for _ in self.uids]  # of the last request, awaiting their redraw
+        self.request_slots: dict[int, tuple[list[int], bool]] = {}  # prompt -> its request in flight: slots, redraw
 
     def batch(self, requests: Mapping[int, int]):
         """The input rows of ``{prompt index: count}``: ``count`` samples each, sessions continuing."""
         active = list(requests)
+        for prompt in active:
+            count, pending = requests[prompt], self.failed_slots[prompt]
+            if pending:  # the sampler redraws its failed samples first (a step budget may grant fewer of them)
+                self.request_slots[prompt] = (pending[:count], True)
+                self.failed_slots[prompt] = []
+            else:
+                first = self.next_slot[prompt]
+                self.request_slots[prompt] = (list(range(first, first + count)), False)
+                self.next_slot[prompt] += count
         batch = tu.index_select_tensor_dict(self.prompts, active)
         tu.assign_non_tensor_stack(batch, "__rollout_n__", [requests[i] for i in active])
         tu.assign_non_tensor_stack(batch, SESSION_OFFSET, [self.offsets[i] for i in active])
+        tu.assign_non_tensor_stack(batch, SEED_SLOTS, [self.request_slots[i][0] for i in active])
+        tu.assign_non_tensor_stack(batch, SEED_REDRAW, [self.request_slots[i][1] for i in active])
         return batch
 
     def record(self, records: Sequence[SampleRecord], requests: Mapping[int, int]) -> dict[int, list[float | None]]:
@@ -332,7 +368,8 @@ class _RequestBook:
         rewards: dict[int, list[float | None]] = {}
         for prompt, sessions in results.items():
             rewards[prompt] = []
-            for session, reward in sessions:
+            slots, redraw = self.request_slots.pop(prompt, (None, False))
+            for j, (session, reward) in enumerate(sessions):
                 if reward is not FAILED and not math.isfinite(reward):
                     warn_once(
                         f"WARNING: {self.reward_name} returned a non-finite score ({reward}); such a sample is "
@@ -341,6 +378,8 @@ class _RequestBook:
                     reward = FAILED
                 if reward is not FAILED:
                     self.pool_sessions[prompt].append(session)
+                elif slots is not None and not redraw:
+                    self.failed_slots[prompt].append(slots[j])
                 rewards[prompt].append(reward)
             self.offsets[prompt] += requests[prompt]
         failed = sum(r is FAILED for values in rewards.values() for r in values)
@@ -375,4 +414,5 @@ class _WorkerRequests:
             prompt, count, worker = self.pending.pop(ref)
             self.load[worker] -= 1
             scored.append((prompt, self.book.record(records, {prompt: count})[prompt]))
+        self.manager._check_storage(self.book)
         return scored

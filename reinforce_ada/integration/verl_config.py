@@ -74,6 +74,7 @@ def sampler_config(config: DictConfig) -> SamplerConfig:
     """The :class:`SamplerConfig` of the ``reinforce_ada`` section, n from ``rollout.n``."""
     values: dict[str, Any] = {k: v for k, v in OmegaConf.to_container(config[SECTION], resolve=True).items()}
     values.pop("enable", None)
+    values.pop("loopback", None)  # where the run listens: reinforce_ada.platform.loopback reads it
     values["n"] = config.actor_rollout_ref.rollout.n
     try:
         return SamplerConfig.from_mapping(values, prefix=f"{SECTION}.")
@@ -188,22 +189,41 @@ def _check_compatible(config: DictConfig, sampler: SamplerConfig) -> None:
 
 
 def _check_storage_capacity(config: DictConfig, sampler: SamplerConfig) -> None:
-    """A V1 step keeps every sample drawn in TransferQueue until its groups are formed: up to
-    train_batch_size * N_max of them. verl's SimpleStorage refuses a put beyond its size, which
-    fails those samples; better to say so before Ray starts."""
+    """Before Ray starts, with one stored output per sample (single-turn and verl's tool agent loop); the rollout
+    checks again when an agent loop stores more (:func:`storage_shortfall`)."""
+    problem = storage_shortfall(config, sampler, outputs_per_sample=1)
+    if problem:
+        raise ConfigError(problem)
+
+
+def storage_shortfall(config: DictConfig, sampler: SamplerConfig, outputs_per_sample: int) -> str | None:
+    """What TransferQueue's SimpleStorage lacks for one V1 step, as a message naming the key; None if it holds it.
+
+    A step keeps every sample drawn until its groups are formed, one entry per output the agent loop returns
+    (a multi-turn loop may return several): up to ``train_batch_size x N_max x outputs`` entries. Once the
+    samples not kept are cleared, verl pads the kept ones to a multiple of its mini-batch, fewer than
+    ``ppo_mini_batch_size x n`` rows more. SimpleStorage refuses a put beyond its size, which fails those samples.
+    """
     backend = (config.get("transfer_queue") or {}).get("backend") or {}
     if backend.get("storage_backend", "SimpleStorage") != "SimpleStorage":
-        return
+        return None
     capacity = (backend.get("SimpleStorage") or {}).get("total_storage_size")
-    peak = config.data.train_batch_size * sampler.n_max
-    if capacity is not None and peak > capacity:
-        raise ConfigError(
-            f"transfer_queue.backend.SimpleStorage.total_storage_size: a step may hold up to data.train_batch_size "
-            f"({config.data.train_batch_size}) x the samples a prompt may draw ({sampler.n_max}, reinforce_ada."
-            f"round_size x max_rounds or max_samples_per_prompt) = {peak} samples, more than the {capacity} it "
-            f"holds; raise it to at least {peak} (or null for no limit), or lower data.train_batch_size or "
-            "reinforce_ada.max_samples_per_prompt"
-        )
+    batch = config.data.train_batch_size
+    mini_batch = config.actor_rollout_ref.actor.get("ppo_mini_batch_size") or batch
+    drawn = batch * sampler.n_max * outputs_per_sample
+    padded = (batch + mini_batch) * sampler.n * outputs_per_sample
+    peak = max(drawn, padded)
+    if capacity is None or peak <= capacity:
+        return None
+    outputs = f" x {outputs_per_sample} outputs per sample (what the agent loop stores)" if outputs_per_sample > 1 \
+        else ""
+    return (
+        f"transfer_queue.backend.SimpleStorage.total_storage_size: a step may hold up to data.train_batch_size "
+        f"({batch}) x the samples a prompt may draw ({sampler.n_max}, reinforce_ada.round_size x max_rounds or "
+        f"max_samples_per_prompt){outputs} = {drawn} entries, and the kept ones padded to verl's mini-batch up to "
+        f"{padded}; that is more than the {capacity} it holds; raise it to at least {peak} (or null for no limit), "
+        "or lower data.train_batch_size or reinforce_ada.max_samples_per_prompt"
+    )
 
 
 def _install_hooks(config: DictConfig, sampler: SamplerConfig) -> None:

@@ -18,7 +18,9 @@ found), :func:`bind_to_loopback` runs on the driver before Ray starts:
   plug-in in every process) create the process groups' TCPStore on a socket bound to loopback.
 
 Ray's token authentication is left as Ray sets it (on). A cluster run (``trainer.nnodes > 1``
-or an existing Ray cluster) is left unchanged.
+or an existing Ray cluster) is left unchanged, and so is a run with ``reinforce_ada.loopback=off`` (for
+what needs the node's address: metrics scraped from another host, a remote dashboard, nodes attached later,
+transfer backends that take their host from Ray's node address) or with a node address the user set.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def enabled() -> bool:
     return os.environ.get(ENV_FLAG) == "1"
 
 
+MODES = ("auto", "off")
+
+
 def starts_local_ray(config: DictConfig) -> bool:
     """True if verl's ``ray.init`` will start a new single-machine Ray instance."""
     if config.trainer.get("nnodes", 1) != 1:
@@ -49,18 +54,41 @@ def starts_local_ray(config: DictConfig) -> bool:
     from ray._private import services
 
     try:  # Ray's own resolution: RAY_ADDRESS, then a cluster started with `ray start` on this machine
-        return services.canonicalize_bootstrap_address(ray_init.get("address")) is None
+        return services.canonicalize_bootstrap_address(ray_init.get("address"), ray_init.get("_temp_dir")) is None
     except Exception:  # an unreachable address given: not ours to start
         return False
 
 
+def mode(config: DictConfig) -> str:
+    """``reinforce_ada.loopback``: ``auto`` (the default) or ``off``.
+
+    Raises:
+        ConfigError: On another value, naming the key.
+    """
+    value = str((config.get("reinforce_ada") or {}).get("loopback", "auto"))
+    if value not in MODES:
+        from reinforce_ada.core.config import ConfigError
+
+        raise ConfigError(f"reinforce_ada.loopback: must be one of {', '.join(MODES)}, got {value!r}")
+    return value
+
+
 def bind_to_loopback(config: DictConfig) -> bool:
-    """On a single-machine run, makes Ray and the servers it hosts listen on 127.0.0.1 only.
+    """On a single-machine run, makes Ray and the servers it hosts listen on 127.0.0.1 only, unless
+    ``reinforce_ada.loopback=off`` or the user set Ray's node address to another address (then the run is left as
+    verl sets it, with one printed line).
 
     Returns:
         True if the run was switched to loopback.
     """
-    if not starts_local_ray(config):
+    if mode(config) == "off" or not starts_local_ray(config):
+        return False
+    ray_init = (config.get("ray_kwargs") or {}).get("ray_init") or {}
+    chosen = ray_init.get("_node_ip_address")
+    if chosen not in (None, LOOPBACK):
+        print(f"[reinforce_ada] ray_kwargs.ray_init._node_ip_address={chosen} is yours: the run keeps it and listens "
+              "where verl puts it (reinforce_ada.loopback switches to 127.0.0.1 only when no address is set)",
+              file=sys.stderr)
         return False
     from ray._private import ray_constants
 
@@ -122,7 +150,9 @@ def _loopback_store(address: str, port: int, rank: int, world_size: int, timeout
     listener.listen()
     fd = listener.detach()
     try:
-        return TCPStore(address, port, world_size, is_master=True, timeout=timeout, master_listen_fd=fd)
+        # without libuv, as verl's own create_tcp_store: libuv takes a listening socket only from torch 2.8 on
+        return TCPStore(address, port, world_size, is_master=True, timeout=timeout, master_listen_fd=fd,
+                        use_libuv=False)
     except Exception:
         socket.close(fd)
         raise

@@ -52,7 +52,9 @@ def _worker_count() -> int:
     A check is single-threaded CPU work, so more processes than cores add no throughput and
     only make concurrent checks slow each other down towards the time limit (outcomes would
     then depend on the load). At most 4 because verl runs several reward workers per node,
-    each with its own pool (about 60 MB per checker). At least 2 so that one runaway check
+    each with its own pool: inside a reward worker (a Ray actor) a checker takes about 76 MB
+    (USS; it re-imports Ray, its parent's main module), 50 MB in a plain process
+    (``python -m benchmarks.checker_memory``). At least 2 so that one runaway check
     does not stall every other answer for the whole time limit.
     """
     raw = os.environ.get("REINFORCE_ADA_VERIFY_WORKERS", "").strip()

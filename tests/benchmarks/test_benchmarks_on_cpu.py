@@ -177,7 +177,8 @@ def test_rollout_time_section_of_a_capped_engine(tmp_path, monkeypatch, capsys):
     assert "## Rollout wall time: tiny model (x), engine of 16 sequences" in text
     assert "(at most 16 sequences at once)" in text and "| tokens / step |" in text
     command = re.search(r"Regenerate with `(.*) --write benchmarks/RESULTS.md`", text).group(1)
-    assert shlex.split(command)[2:] == ["--max-num-seqs", "16", "--label", "tiny model (x)"]
+    assert shlex.split(command)[:3] == ["python", "-m", "benchmarks.rollout_time"]
+    assert shlex.split(command)[3:] == ["--max-num-seqs", "16", "--label", "tiny model (x)"]
     saved = json.loads((tmp_path / "results" / "rollout_time_tiny_seqs16.json").read_text())
     assert set(saved["runs"]) == {"grpo_n4", "balance", "balance_async"}
     assert "| tiny model (x) | balance async |" in capsys.readouterr().out  # the table is printed too
@@ -244,3 +245,13 @@ def test_legacy_memory_measures_one_step_and_writes_its_section(tmp_path, monkey
     row = next(line for line in text.splitlines() if line.startswith("| now | "))
     drawn, returned = (int(x) for x in row.split("|")[2:4])
     assert returned == 8 * 4 and 8 * 8 <= drawn <= 8 * 32  # n per prompt back, M to M * R drawn
+
+
+def test_checker_memory_measures_a_pool_in_this_process(monkeypatch):
+    from benchmarks.checker_memory import measure
+
+    monkeypatch.setenv("REINFORCE_ADA_VERIFY_WORKERS", "2")  # measure() sets it; this puts the old value back
+
+    result = measure(2)
+    assert result["checkers"] == 2 and result["ray_in_checker"] is False
+    assert 10 < result["uss_mb"] <= result["rss_mb"] < 1000

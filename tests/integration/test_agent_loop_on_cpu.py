@@ -35,8 +35,9 @@ def published():
     handover.pop_step_metrics()
 
 
-def v1_manager(config, drop_session=None, rewards=None):
-    """The V1 manager on fake workers; ``drop_session`` (uid, session) or a set of them come back without a record."""
+def v1_manager(config, drop_session=None, rewards=None, outputs=1):
+    """The V1 manager on fake workers; ``drop_session`` (uid, session) or a set of them come back without a record;
+    ``outputs``: what a sample stores in TransferQueue (a multi-turn agent loop may store several)."""
     from reinforce_ada.integration.agent_loop_v1 import SESSION_OFFSET, AdaptiveManagerV1
     from reinforce_ada.integration.rollout import SampleRecord
 
@@ -45,14 +46,14 @@ def v1_manager(config, drop_session=None, rewards=None):
     manager = object.__new__(AdaptiveManagerV1)
     manager.sampler_config, manager.reward_name = config, "the test reward"
     manager.tracker, manager._tracker_checked = make_tracker(config), True  # a fresh run, nothing to restore
-    manager.requests, manager.cleared = [], []
+    manager.requests, manager.cleared, manager._outputs_checked = [], [], 1
 
     def dispatch(batch):
         uids = [str(u) for u in batch["uid"]]
         counts, offsets = list(batch["__rollout_n__"]), list(batch[SESSION_OFFSET])
         manager.requests.append({u: (c, o) for u, c, o in zip(uids, counts, offsets)})
         return [
-            SampleRecord(u, s, float(rewards[u][s]), 1, 0.001, {"no_answer": 1.0 - rewards[u][s]}, 5)
+            SampleRecord(u, s, float(rewards[u][s]), outputs, 0.001, {"no_answer": 1.0 - rewards[u][s]}, 5)
             for u, c, o in zip(uids, counts, offsets)
             for s in range(o, o + c)
             if (u, s) not in dropped
@@ -190,7 +191,7 @@ def v1_async_manager(config, order_seed, drop_session=None, workers=2):
 
     manager = object.__new__(AdaptiveManagerV1)
     manager.sampler_config, manager.reward_name = config, "the test reward"
-    manager.tracker, manager._tracker_checked = make_tracker(config), True
+    manager.tracker, manager._tracker_checked, manager._outputs_checked = make_tracker(config), True, 1
     manager.agent_loop_workers = [object()] * workers
     manager.requests, manager.cleared, manager.workers_used = [], [], []
     in_flight: dict[int, list] = {}
@@ -417,3 +418,25 @@ def test_both_trainers_hand_the_stratified_correction_to_the_estimator(published
     assert (late.strata.correct, late.strata.incorrect) == (pytest.approx((2 / 24) / (2 / 4)),
                                                             pytest.approx((22 / 24) / (2 / 4)))
     assert (published["never"].strata.correct, published["never"].strata.incorrect) == (1.0, 1.0)  # all wrong
+
+
+def test_a_multi_output_agent_loop_is_checked_against_transfer_queues_capacity(published):
+    """3 outputs per sample: a step of 3 prompts may hold 3 x 32 x 3 = 288 entries, and the kept ones padded to the
+    mini-batch (3 + 2) x 4 x 3 = 60; a storage of 200 cannot, and the error says what to set."""
+    from omegaconf import OmegaConf
+
+    def config(capacity):
+        return OmegaConf.create({"data": {"train_batch_size": 3},
+                                 "actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 2}},
+                                 "transfer_queue": {"backend": {"SimpleStorage": {"total_storage_size": capacity}}}})
+
+    manager = v1_manager(SamplerConfig(), outputs=3)
+    manager.config = config(200)
+    with pytest.raises(RuntimeError, match=r"3 outputs per sample .* = 288 entries.* raise it to at least 288"):
+        manager.generate_sequences(v1_prompts())
+    manager = v1_manager(SamplerConfig(), outputs=3)
+    manager.config = config(288)
+    manager.generate_sequences(v1_prompts())
+    assert manager._outputs_checked == 3
+    # the keys it clears are every stored output of a sample not kept
+    assert {"never_31_0", "never_31_1", "never_31_2"} <= set(manager.cleared)

@@ -10,6 +10,8 @@ from reinforce_ada.core.config import ConfigError, SamplerConfig
 from reinforce_ada.core.seeding import sample_seed
 from reinforce_ada.core.tracker import prompt_identity
 
+from test_agent_loop_on_cpu import published  # noqa: F401 (a fixture)
+
 MESSAGES = {"a": [{"role": "user", "content": "What is 2 plus 2?"}], "b": [{"role": "user", "content": "What is 3?"}]}
 
 
@@ -115,3 +117,41 @@ def test_legacy_rows_carry_the_seed_of_their_pool_index_across_rounds():
     assert len(seeds["a"]) == 16 and len(seeds["b"]) == 8  # a needed the second round
     for u, got in seeds.items():
         assert got == [sample_seed(7, prompt_identity(MESSAGES[u], "tiny"), 5, i) for i in range(len(got))]
+
+
+def test_a_redrawn_sample_gets_a_seed_of_its_own_and_shifts_no_other(published):  # noqa: F811
+    """Slot 3 fails in the first round: its redraw is seeded for slot 3 as a redraw, and the next round's samples
+    keep the seeds of slots 8-15, as in a run where nothing failed."""
+    from reinforce_ada.integration.agent_loop_v1 import SEED_REDRAW, SEED_SLOTS  # noqa: I001
+
+    from test_agent_loop_on_cpu import v1_manager, v1_prompts
+
+    manager = v1_manager(SamplerConfig(), drop_session=("late", 3))
+    sent = []
+    dispatch = manager._dispatch_round
+
+    def recording(batch):
+        rows = zip(batch["uid"], batch[SEED_SLOTS], batch[SEED_REDRAW])
+        sent.append({str(u): (list(s), bool(r)) for u, s, r in rows})
+        return dispatch(batch)
+
+    manager._dispatch_round = recording
+    manager.generate_sequences(v1_prompts())
+    late = [request["late"] for request in sent if "late" in request]
+    assert late[0] == (list(range(8)), False)
+    assert late[1] == ([3], True)  # the redraw: slot 3 again, with a redraw's seed
+    assert late[2] == (list(range(8, 16)), False)  # not shifted by the failure
+    key = "x"
+    assert sample_seed(7, key, 1, 3, redraw=True) != sample_seed(7, key, 1, 3)
+    assert sample_seed(7, key, 1, 3, redraw=False) == sample_seed(7, key, 1, 3)  # unchanged without failures
+
+
+def test_the_worker_seeds_each_sample_by_its_slot(monkeypatch):
+    from reinforce_ada.integration.agent_loop_v1 import SEED_REDRAW, SEED_SLOTS, SESSION_OFFSET
+
+    worker, seen = v1_worker(monkeypatch, 7)
+    prompt = {"uid": "a", "raw_prompt": MESSAGES["a"], "data_source": "tiny", "global_steps": 3, SESSION_OFFSET: 9,
+              SEED_SLOTS: [3], SEED_REDRAW: True}
+    asyncio.run(worker._run_agent_loop({}, {"validate": False}, agent_name="single_turn", session_id=0, **prompt))
+    key = prompt_identity(MESSAGES["a"], "tiny")
+    assert seen == [("a", 9, sample_seed(7, key, 3, 3, redraw=True))]  # the session continues; the seed is the slot's

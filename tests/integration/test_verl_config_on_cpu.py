@@ -211,7 +211,7 @@ def test_storage_capacity_check_counts_the_cap_and_can_be_lifted():
                "transfer_queue.backend.SimpleStorage.total_storage_size=null")
     prepare_config(cfg)
     with pytest.raises(
-        ConfigError, match=r"= 131072 samples, more than the 100000 it holds; raise it to at least 131072"
+        ConfigError, match=r"= 131072 entries, .* more than the 100000 it holds; raise it to at least 131072"
     ):
         prepare_config(load("actor_rollout_ref.rollout.n=4", "data.train_batch_size=4096"))
 

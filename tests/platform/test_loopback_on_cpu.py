@@ -1,5 +1,5 @@
 """Single-machine runs listen on loopback only; cluster runs are left alone (the end-to-end check of a
-running job's sockets is in test_train_cpu_tiny_on_cpu.py)."""
+running job's sockets is in tests/e2e/test_v1_lifecycle_on_cpu.py)."""
 
 import os
 import socket
@@ -18,10 +18,11 @@ def load(*overrides):
 
 
 @pytest.fixture
-def clean_env(monkeypatch):
+def clean_env(monkeypatch, tmp_path):
     from ray._private import ray_constants
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no `ray start` cluster of this machine's is seen
     monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", ray_constants.ENABLE_RAY_CLUSTER)
     for name in (loopback.ENV_FLAG, ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, *loopback.LOOPBACK_ENV):
         monkeypatch.delenv(name, raising=False)
@@ -64,3 +65,57 @@ def test_the_process_group_store_listens_on_loopback_not_on_every_interface():
     mine = [c for c in psutil.Process().net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
     assert [c.laddr.ip for c in mine if c.laddr.port == port] == ["127.0.0.1"]
     del store
+
+
+def test_a_ray_start_cluster_on_this_machine_is_left_alone(clean_env, tmp_path):
+    """Ray finds a cluster started with `ray start` through its address file; the address is never contacted."""
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text("head-node.invalid:6379")
+    config = load()
+    assert not loopback.bind_to_loopback(config)
+    assert "_node_ip_address" not in config.ray_kwargs.ray_init
+
+
+def test_loopback_off_leaves_ray_and_the_servers_as_verl_sets_them(clean_env):
+    config = load("reinforce_ada.loopback=off")
+    assert not loopback.bind_to_loopback(config)
+    assert "_node_ip_address" not in config.ray_kwargs.ray_init
+    assert loopback.ENV_FLAG not in os.environ and "GLOO_SOCKET_IFNAME" not in os.environ
+    assert clean_env.ENABLE_RAY_CLUSTER is True
+
+
+def test_a_node_address_the_user_set_is_kept(clean_env, capsys):
+    config = load("+ray_kwargs.ray_init._node_ip_address=10.1.2.3")
+    assert not loopback.bind_to_loopback(config)
+    assert config.ray_kwargs.ray_init._node_ip_address == "10.1.2.3"
+    assert loopback.ENV_FLAG not in os.environ and "is yours" in capsys.readouterr().err
+    chosen = load("+ray_kwargs.ray_init._node_ip_address=127.0.0.1")  # loopback asked for: the whole switch
+    assert loopback.bind_to_loopback(chosen) and os.environ[loopback.ENV_FLAG] == "1"
+
+
+def test_an_unknown_loopback_mode_names_the_key(clean_env):
+    from reinforce_ada.core.config import ConfigError
+
+    with pytest.raises(ConfigError, match="reinforce_ada.loopback: must be one of auto, off, got 'on'"):
+        loopback.bind_to_loopback(load("reinforce_ada.loopback=on"))
+    from reinforce_ada.integration.verl_config import prepare_config
+
+    prepare_config(load("reinforce_ada.loopback=off"))  # not a sampler setting: the sampler accepts the section
+
+
+def test_the_store_is_created_without_libuv_as_verl_creates_it(monkeypatch):
+    """libuv takes a listening socket only from torch 2.8 on; verl's own store passes use_libuv=False."""
+    import torch.distributed
+
+    seen = {}
+
+    class Recorder:
+        def __init__(self, *args, **kwargs):
+            seen.update(kwargs)
+
+    monkeypatch.setattr(torch.distributed, "TCPStore", Recorder)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    loopback._loopback_store("127.0.0.1", port, rank=0, world_size=1, timeout=timedelta(seconds=1))
+    assert seen["use_libuv"] is False and "master_listen_fd" in seen
