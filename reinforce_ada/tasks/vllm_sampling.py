@@ -36,9 +36,13 @@ def chat_sampler(
         gpu_memory_utilization=memory_utilization or (0.9 if on_gpu else CPU_MEMORY_UTILIZATION),
     )
 
-    def sample(prompts: Sequence[list[dict]], k: int) -> list[list[str]]:
+    def sample(prompts: Sequence[list[dict]], k: int, token_ids: bool = False) -> list[list]:
+        """k response texts per prompt; with ``token_ids``, ``(text, generated token ids)`` pairs."""
         params = SamplingParams(n=k, temperature=temperature, max_tokens=max_tokens)
-        return [[c.text for c in o.outputs] for o in llm.chat(list(prompts), params, use_tqdm=False)]
+        outputs = llm.chat(list(prompts), params, use_tqdm=False)
+        if token_ids:
+            return [[(c.text, list(c.token_ids)) for c in o.outputs] for o in outputs]
+        return [[c.text for c in o.outputs] for o in outputs]
 
     return llm, sample
 

@@ -1,0 +1,487 @@
+"""Which update is better? The quality of each method's update, measured on SmolLM2-135M without training runs.
+
+    python -m benchmarks.gradient_quality [--checkpoints base format] [--work outputs/gradient_quality]
+        [--json benchmarks/results/gradient_quality.json] [--write benchmarks/RESULTS.md] [--quick]
+
+A learning curve mixes an estimator's quality with where each run's noisy walk happens to be. This harness
+measures the update itself, at fixed weights, for every method, on the same responses:
+
+1. checkpoints: the base model, and a common one after the answer format is learned (``FORMAT_STEPS`` steps
+   of GRPO-n4 through verl's trainer on the learning benchmark's training prompts, made once and kept);
+2. pools, through the project's own sampling path (``reinforce_ada.tasks.vllm_sampling``, the engine data
+   preparation uses) and the math reward: ``train_k`` responses for each of ``train_prompts`` training prompts
+   and ``heldout_k`` for each of ``heldout_prompts`` held-out questions (the learning benchmark's sets);
+3. per-response gradients of log pi(response | prompt) (summed over the response's tokens), count-sketched to
+   ``dims`` dimensions with a seeded hash and sign per parameter (inner products are unbiased);
+4. replays: each training prompt's pool is split in halves. Every method's sampler replays the first half in
+   a seeded order through the package's core (its real exit rules, groups, budgets and Est allocation,
+   :func:`reinforce_ada.core.step.run_step`), on batches of ``batch`` prompts; its update is built with the
+   package's real advantages and weights (:func:`reinforce_ada.core.advantage.outcome_advantages`) and
+   aggregated as verl's ``token-mean`` does (sum of advantage x summed token gradients over the batch's
+   kept tokens). The second half gives each prompt's reference gradient of its pass rate, with a
+   leave-one-out baseline (unbiased); the held-out pools give the held-out gradient.
+
+Per method, with bootstrap intervals over batches of prompts (each batch is a random set of ``batch``
+training prompts, replayed ``replays_per_batch`` times): the cosine of the update with the batch's reference
+gradient and with the held-out gradient; the first-order held-out gain of a unit-norm step (the held-out
+gradient's component along the update); the signal-to-noise ratio (squared norm of the expected update over
+the expected squared deviation from it, over replays of one batch) and the same per sample drawn. The reference
+gradients' own split-half reliability (cosine of two disjoint halves) says how high a cosine can be.
+
+Resumable: pools and sketches are saved per prompt as they are made (a few hours of two CPU cores per
+checkpoint); the analysis reruns in minutes. Results: ``--json`` and the ``gradient_quality`` section of
+RESULTS.md, each with the date, machine and command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import random
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.results import machine, write_section
+from reinforce_ada.core.advantage import outcome_advantages
+from reinforce_ada.core.config import SamplerConfig
+from reinforce_ada.core.step import run_step
+from reinforce_ada.core.tracker import PassRateTracker, plan_first_requests
+
+ROOT = Path(__file__).resolve().parents[1]
+FORMAT_STEPS = 5  # the learning runs' training responses without an answer fell from 34-56% to 0-10% by step 3
+
+
+@dataclass(frozen=True)
+class Size:
+    train_prompts: int = 48
+    train_k: int = 64
+    heldout_prompts: int = 64
+    heldout_k: int = 32
+    dims: int = 16384
+    batch: int = 8
+    batches: int = 60
+    replays_per_batch: int = 8
+    bootstrap: int = 1000
+    max_tokens: int = 32
+
+
+DEFAULT = Size()
+QUICK = Size(train_prompts=4, train_k=64, heldout_prompts=4, heldout_k=8, dims=512, batch=2, batches=6,
+             replays_per_batch=4, bootstrap=50)
+
+
+def method_configs(matched_n: int) -> dict[str, SamplerConfig]:
+    """Every method, as the package's core runs it (n 4; M 8 and R 4 for the adaptive ones, N_max 32)."""
+    grpo = {f"grpo_n{k}": SamplerConfig(n=k, round_size=k, max_rounds=1) for k in (4, 8, 16, matched_n)}
+    seq = {
+        "balance": SamplerConfig(),
+        "balance_stratified": SamplerConfig(downsample_correction="stratified"),
+        "pos": SamplerConfig(variant="pos"),
+        "pos_stratified": SamplerConfig(variant="pos", downsample_correction="stratified"),
+        "balance_inverse": SamplerConfig(prompt_weight="inverse"),
+        "balance_inverse_stratified": SamplerConfig(prompt_weight="inverse", downsample_correction="stratified"),
+        "est": SamplerConfig(variant="est"),
+        "balance_budget2": SamplerConfig(sample_budget=2.0),
+    }
+    return {**grpo, **seq}
+
+
+def _say(message: str) -> None:
+    print(f"[gradient_quality] {message}", flush=True)
+
+
+# ------------------------------------------------------------------------------------------
+# 1-2: checkpoints and pools
+# ------------------------------------------------------------------------------------------
+def learning_sets(work: Path, size: Size, model: Path) -> tuple[list[dict], list[dict]]:
+    """The learning benchmark's filtered training prompts and held-out questions (its committed pass rates:
+    nothing is sampled again), and the base model's pass rate of each training prompt."""
+    import pandas as pd
+
+    from benchmarks import learning, learning_protocol
+
+    data = learning.prepare_data(work / "learning_data", ROOT / "benchmarks" / "results" / "learning", model,
+                                 learning_protocol.DEFAULT, learning_protocol.EASY, 0)
+
+    def rows(path: str, count: int, seed: int) -> list[dict]:
+        frame = pd.read_parquet(path)
+        picked = sorted(random.Random(seed).sample(range(len(frame)), min(count, len(frame))))
+        return [{"prompt": [dict(m) for m in frame.iloc[i]["prompt"]],
+                 "answer": str(frame.iloc[i]["reward_model"]["ground_truth"]),
+                 "base_pass_rate": float(frame.iloc[i]["extra_info"].get("pass_rate", 0.5))} for i in picked]
+
+    train = rows(data["files"]["train"], size.train_prompts, 0)
+    heldout = rows(data["files"]["heldout_filtered"], size.heldout_prompts, 1)
+    return train, heldout
+
+
+def format_checkpoint(work: Path, base: Path) -> Path:
+    """The common checkpoint after the answer format is learned: GRPO-n4 for FORMAT_STEPS steps through verl's
+    trainer (the learning benchmark's settings, seed 0), merged to a Hugging Face folder; made once."""
+    from benchmarks import learning, learning_protocol
+    from reinforce_ada.demo import run as demo
+    from reinforce_ada.demo.config import METHODS
+    from reinforce_ada.tasks.evaluate import hf_folder
+
+    run_dir = work / "format_run"
+    checkpoint = run_dir / "checkpoints" / f"global_step_{FORMAT_STEPS}"
+    if (checkpoint / "actor" / "merged_hf" / "config.json").exists():
+        return checkpoint / "actor" / "merged_hf"
+    data = learning.prepare_data(work / "learning_data", ROOT / "benchmarks" / "results" / "learning", base,
+                                 learning_protocol.DEFAULT, learning_protocol.EASY, 0)
+    files = data["files"]
+    size = replace(learning_protocol.DEFAULT.run, steps=FORMAT_STEPS)
+    prompt_tokens = demo.longest_prompt(base, [Path(files["train"]), Path(files["heldout_filtered"])])
+    command = learning._with(
+        demo.trainer_command("GRPO-n4", base, {"train": Path(files["train"]), "test": Path(files["heldout_filtered"])},
+                             size, run_dir, prompt_tokens, overrides=METHODS["GRPO-n4"]),
+        ["data.shuffle=true", "data.seed=0", "reinforce_ada.sampling_seed=0", "trainer.test_freq=-1",
+         f"trainer.save_freq={FORMAT_STEPS}", "trainer.resume_mode=auto",
+         f"trainer.default_local_dir={run_dir / 'checkpoints'}"])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "command.txt").write_text(shlex.join(command) + "\n")
+    _say(f"format checkpoint: {FORMAT_STEPS} steps of GRPO-n4 through verl's trainer (log {run_dir / 'trainer.log'})")
+    with open(run_dir / "trainer.log", "w") as log:
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=demo.trainer_env()).returncode
+    if code != 0:
+        demo.fail(f"the format run exited with status {code}", run_dir / "trainer.log", "gradient_quality")
+    return hf_folder(run_dir / "checkpoints" / f"global_step_{FORMAT_STEPS}")
+
+
+def make_pools(folder: Path, model: Path, prompts: list[dict], k: int, size: Size, seed: int, sampler=None) -> None:
+    """``folder/pool_<i>.json``: k responses of prompt i (text, token ids, reward), through the project's own
+    sampling path and the math reward; prompts already pooled are skipped."""
+    from reinforce_ada.tasks.reward import compute_score
+
+    folder.mkdir(parents=True, exist_ok=True)
+    todo = [i for i in range(len(prompts)) if not (folder / f"pool_{i}.json").exists()]
+    if not todo:
+        return
+    engine = None
+    if sampler is None:
+        from reinforce_ada.tasks.vllm_sampling import chat_sampler
+
+        engine, sampler = chat_sampler(str(model), temperature=1.0, max_tokens=size.max_tokens, seed=seed)
+    start = time.perf_counter()
+    for chunk_start in range(0, len(todo), 16):
+        chunk = todo[chunk_start:chunk_start + 16]
+        responses = sampler([prompts[i]["prompt"] for i in chunk], k, token_ids=True)
+        for i, pairs in zip(chunk, responses):
+            pool = [{"text": text, "ids": ids,
+                     "reward": compute_score("arithmetic", text, prompts[i]["answer"])["score"]} for text, ids in pairs]
+            (folder / f"pool_{i}.json").write_text(json.dumps(pool))
+        _say(f"{folder.name}: {chunk_start + len(chunk)}/{len(todo)} prompts sampled "
+             f"({time.perf_counter() - start:.0f} s)")
+    if engine is not None:
+        from reinforce_ada.tasks.vllm_sampling import close_engine
+
+        close_engine(engine)
+
+
+# ------------------------------------------------------------------------------------------
+# 3: sketched per-response gradients
+# ------------------------------------------------------------------------------------------
+class Sketch:
+    """A count-sketch of the model's parameter space: a seeded bucket and sign per parameter element."""
+
+    def __init__(self, model, dims: int, seed: int = 0):
+        import torch
+
+        self.dims = dims
+        self.parts = []
+        for index, (_, param) in enumerate(sorted(model.named_parameters())):
+            if not param.requires_grad:
+                continue
+            generator = torch.Generator().manual_seed(seed * 1_000_003 + index)
+            bucket = torch.randint(0, dims, (param.numel(),), generator=generator, dtype=torch.int64)
+            sign = torch.randint(0, 2, (param.numel(),), generator=generator).to(param.dtype) * 2 - 1
+            self.parts.append((param, bucket, sign))
+
+    def of_gradients(self):
+        import torch
+
+        out = torch.zeros(self.dims, dtype=self.parts[0][0].dtype)
+        for param, bucket, sign in self.parts:
+            if param.grad is not None:
+                out.index_add_(0, bucket, param.grad.reshape(-1) * sign)
+        return out
+
+
+def make_sketches(pool_folder: Path, out: Path, model_path: Path, prompts: list[dict], size: Size) -> None:
+    """``out/grad_<i>.npy`` (responses x dims, float32) and ``out/tokens_<i>.npy`` for each pooled prompt, the
+    gradient of the response's summed log-probability; prompts already sketched are skipped."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out.mkdir(parents=True, exist_ok=True)
+    todo = [i for i in range(len(prompts)) if not (out / f"grad_{i}.npy").exists()]
+    if not todo:
+        return
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=torch.float32)
+    model.train(False)
+    sketch = Sketch(model, size.dims)
+    start, done = time.perf_counter(), 0
+    for i in todo:
+        pool = json.loads((pool_folder / f"pool_{i}.json").read_text())
+        prompt_ids = tokenizer.apply_chat_template(prompts[i]["prompt"], add_generation_prompt=True, tokenize=True)
+        if not isinstance(prompt_ids, list):
+            prompt_ids = prompt_ids["input_ids"]
+        grads, tokens = [], []
+        for response in pool:
+            ids = response["ids"] or [tokenizer.eos_token_id]
+            input_ids = torch.tensor([list(prompt_ids) + list(ids)])
+            model.zero_grad(set_to_none=True)
+            logits = model(input_ids).logits[0, len(prompt_ids) - 1:-1]
+            log_prob = torch.log_softmax(logits.float(), dim=-1).gather(1, torch.tensor(ids)[:, None]).sum()
+            log_prob.backward()
+            grads.append(sketch.of_gradients().to(torch.float32).numpy())
+            tokens.append(len(ids))
+        np.save(out / f"grad_{i}.npy", np.stack(grads))
+        np.save(out / f"tokens_{i}.npy", np.array(tokens))
+        done += 1
+        left = (time.perf_counter() - start) / done * (len(todo) - done)
+        _say(f"{out.name}: {done}/{len(todo)} prompts sketched, about {left / 60:.0f} min left")
+
+
+# ------------------------------------------------------------------------------------------
+# 4: replays and measures
+# ------------------------------------------------------------------------------------------
+def load_split(pool_folder: Path, sketch_folder: Path, count: int) -> list[dict]:
+    rows = []
+    for i in range(count):
+        pool = json.loads((pool_folder / f"pool_{i}.json").read_text())
+        rows.append({"rewards": np.array([r["reward"] for r in pool], dtype=float),
+                     "grads": np.load(sketch_folder / f"grad_{i}.npy").astype(np.float64),
+                     "tokens": np.load(sketch_folder / f"tokens_{i}.npy").astype(float)})
+    return rows
+
+
+def pass_rate_gradient(rewards: np.ndarray, grads: np.ndarray) -> np.ndarray:
+    """Unbiased estimate of grad p from K responses: the mean of (r_i - mean of the others) g_i."""
+    k = len(rewards)
+    others = (rewards.sum() - rewards) / (k - 1)
+    return ((rewards - others)[:, None] * grads).mean(axis=0)
+
+
+def replay(config: SamplerConfig, prompts: list[dict], order: list[np.ndarray], first_requests=None):
+    """One step of the method on these prompts: each draws its first-half responses in ``order``.
+
+    Returns:
+        (the update: sum of advantage x gradient over the kept samples over their token count, as verl's
+        token-mean; the samples drawn).
+    """
+    import torch
+
+    drawn = [0] * len(prompts)
+
+    def generate(requests):
+        out = {}
+        for p, count in requests.items():
+            out[p] = prompts[p]["rewards"][order[p][drawn[p]:drawn[p] + count]].tolist()
+            drawn[p] += count
+        return out
+
+    result = run_step([str(i) for i in range(len(prompts))], config, generate, first_requests=first_requests)
+    update, tokens = 0.0, 0.0
+    for p, group in enumerate(result.groups):
+        if group.dropped or not group.kept:
+            continue
+        rows = order[p][group.kept]
+        rewards = torch.tensor(prompts[p]["rewards"][rows])
+        advantages = outcome_advantages(rewards, [group.stats] * len(rows), torch.ones(len(rows), 1),
+                                        norm_by_std=False)[:, 0].numpy()
+        update = update + (advantages[:, None] * prompts[p]["grads"][rows]).sum(axis=0)
+        tokens += prompts[p]["tokens"][rows].sum()
+    return (update / tokens if tokens else np.zeros(prompts[0]["grads"].shape[1])), sum(drawn)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    norm = np.linalg.norm(a) * np.linalg.norm(b)
+    return float(a @ b / norm) if norm else 0.0
+
+
+def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list[float], seed: int = 0) -> dict:
+    """Every method on the same batches and replay orders; per batch, its measures; bootstrap over batches."""
+    half = size.train_k // 2
+    for row in train:  # reference half: the second half of each pool, in pool order
+        row["reference"] = pass_rate_gradient(row["rewards"][half:], row["grads"][half:])
+        quarter = half // 2
+        row["ref_a"] = pass_rate_gradient(row["rewards"][half:half + quarter], row["grads"][half:half + quarter])
+        row["ref_b"] = pass_rate_gradient(row["rewards"][half + quarter:], row["grads"][half + quarter:])
+    heldout_grad = sum(pass_rate_gradient(q["rewards"], q["grads"]) for q in heldout)
+    quarter = size.heldout_k // 2
+    held_a = sum(pass_rate_gradient(q["rewards"][:quarter], q["grads"][:quarter]) for q in heldout)
+    held_b = sum(pass_rate_gradient(q["rewards"][quarter:], q["grads"][quarter:]) for q in heldout)
+    rng = np.random.default_rng(seed)
+    batches = [rng.choice(len(train), size.batch, replace=False) for _ in range(size.batches)]
+    orders = [[[rng.permutation(half) for _ in range(size.batch)] for _ in range(size.replays_per_batch)]
+              for _ in range(size.batches)]
+    # the matched GRPO draws what balance draws on these pools
+    balance_drawn = [replay(SamplerConfig(), [train[x] for x in b], o)[1] for b, os_ in zip(batches, orders)
+                     for o in os_]
+    matched = int(min(half, max(4, round(np.mean(balance_drawn) / size.batch))))
+    configs = method_configs(matched)
+    per_batch: dict[str, list[dict]] = {name: [] for name in configs}
+    for b, (batch, batch_orders) in enumerate(zip(batches, orders)):
+        prompts = [train[x] for x in batch]
+        reference = sum(p["reference"] for p in prompts)
+        tracker = PassRateTracker()  # Est: one earlier visit, the base model's 16 samples of each prompt (data prep)
+        for x in batch:
+            tracker.update(str(x), 16, round(16 * base_rates[x]))
+        for name, config in configs.items():
+            firsts = plan_first_requests(tracker, [str(x) for x in batch], config) if config.variant == "est" else None
+            updates, drawn = zip(*(replay(config, prompts, o, firsts) for o in batch_orders))
+            updates = np.stack(updates)
+            mean = updates.mean(axis=0)
+            noise = float(((updates - mean) ** 2).sum(axis=1).sum()) / (len(updates) - 1)  # E|u - E u|^2, unbiased
+            unit = [u / np.linalg.norm(u) if np.linalg.norm(u) else u for u in updates]
+            per_batch[name].append({
+                "cos_train": float(np.mean([cosine(u, reference) for u in updates])),
+                "cos_heldout": float(np.mean([cosine(u, heldout_grad) for u in updates])),
+                "gain": float(np.mean([u @ heldout_grad for u in unit])),
+                # |E u|^2: the replays' mean has |mean|^2 = |E u|^2 + noise / replays in expectation
+                "signal": float(mean @ mean) - noise / len(updates),
+                "noise": noise,
+                "samples_per_prompt": float(np.mean(drawn)) / size.batch,
+            })
+        if (b + 1) % 10 == 0 or b + 1 == len(batches):
+            _say(f"analysis: {b + 1}/{len(batches)} batches replayed")
+
+    def summary(rows: list[dict]) -> dict:
+        def stat(values: list[float], fn=np.mean) -> list[float]:
+            rs = np.random.default_rng(seed + 1)
+            draws = [fn([values[i] for i in rs.integers(0, len(values), len(values))]) for _ in range(size.bootstrap)]
+            return [float(fn(values)), float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))]
+
+        snr = lambda idx: float(np.mean([rows[i]["signal"] for i in idx]) / np.mean([rows[i]["noise"] for i in idx]))  # noqa: E731
+        every = list(range(len(rows)))
+        rs = np.random.default_rng(seed + 2)
+        snr_draws = [snr(list(rs.integers(0, len(rows), len(rows)))) for _ in range(size.bootstrap)]
+        samples = float(np.mean([r["samples_per_prompt"] for r in rows]))
+        snr_all = snr(every)
+        return {
+            "samples_per_prompt": samples,
+            "cos_train": stat([r["cos_train"] for r in rows]),
+            "cos_heldout": stat([r["cos_heldout"] for r in rows]),
+            "gain": stat([r["gain"] for r in rows]),
+            "snr": [snr_all, float(np.percentile(snr_draws, 2.5)), float(np.percentile(snr_draws, 97.5))],
+            "snr_per_sample": [v / samples for v in
+                               (snr_all, float(np.percentile(snr_draws, 2.5)), float(np.percentile(snr_draws, 97.5)))],
+        }
+
+    reliability = {
+        "train_split_half": cosine(sum(r["ref_a"] for r in train), sum(r["ref_b"] for r in train)),
+        "heldout_split_half": cosine(held_a, held_b),
+        "train_vs_heldout": cosine(sum(r["reference"] for r in train), heldout_grad),
+    }
+    for key in ("train_split_half", "heldout_split_half"):  # Spearman-Brown: the reliability of the whole reference
+        rho = reliability[key]
+        reliability[key.replace("split_half", "full")] = 2 * rho / (1 + rho) if rho > -1 else float("nan")
+    return {"matched_n": matched, "balance_samples_per_prompt": float(np.mean(balance_drawn)) / size.batch,
+            "reliability": reliability, "methods": {name: summary(rows) for name, rows in per_batch.items()},
+            "pass_rate_train": float(np.mean([r["rewards"].mean() for r in train])),
+            "pass_rate_heldout": float(np.mean([q["rewards"].mean() for q in heldout]))}
+
+
+# ------------------------------------------------------------------------------------------
+# report
+# ------------------------------------------------------------------------------------------
+def _cell(triple: list[float], digits: int = 3) -> str:
+    value, low, high = triple
+    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def report(results: dict) -> str:
+    lines = []
+    for name, ckpt in results["checkpoints"].items():
+        size, rel = ckpt["size"], ckpt["reliability"]
+        lines += [
+            f"### Checkpoint: {name}", "",
+            f"_Measured {ckpt['date']} on {ckpt['machine']}; {ckpt['wall_hours']:.1f} h of sampling and sketching._",
+            "",
+            f"{size['train_prompts']} training prompts x {size['train_k']} responses (pass rate "
+            f"{100 * ckpt['pass_rate_train']:.1f}%), {size['heldout_prompts']} held-out questions x "
+            f"{size['heldout_k']} "
+            f"(pass rate {100 * ckpt['pass_rate_heldout']:.1f}%); gradients sketched to {size['dims']} dimensions; "
+            f"{size['batches']} batches of {size['batch']} prompts, each replayed {size['replays_per_batch']} times. "
+            f"Mean [95% bootstrap interval over batches]. The matched GRPO is grpo_n{ckpt['matched_n']} (balance drew "
+            f"{ckpt['balance_samples_per_prompt']:.1f} responses per prompt on these pools). Reference reliability "
+            f"(cosine of two disjoint halves; full-size by Spearman-Brown): training {rel['train_split_half']:.3f} "
+            f"({rel['train_full']:.3f}), held-out {rel['heldout_split_half']:.3f} ({rel['heldout_full']:.3f}); "
+            f"training reference vs held-out gradient {rel['train_vs_heldout']:.3f}.",
+            "",
+            "| method | responses / prompt | cos with batch reference | cos with held-out gradient | held-out gain "
+            "of a unit step | SNR | SNR per response |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for method, m in ckpt["methods"].items():
+            lines.append(f"| {method} | {m['samples_per_prompt']:.1f} | {_cell(m['cos_train'])} | "
+                         f"{_cell(m['cos_heldout'])} | {_cell(m['gain'], 4)} | {_cell(m['snr'])} | "
+                         f"{_cell(m['snr_per_sample'], 4)} |")
+        lines += ["", f"Command: `{ckpt['command']}`", ""]
+    return "\n".join(lines)
+
+
+def run_checkpoint(name: str, model: Path, work: Path, size: Size, train: list[dict], heldout: list[dict],
+                   sampler=None) -> dict:
+    folder = work / name
+    start = time.perf_counter()
+    _say(f"{name}: pools ({size.train_prompts} x {size.train_k} training, {size.heldout_prompts} x {size.heldout_k} "
+         f"held-out) from {model}")
+    make_pools(folder / "pools_train", model, train, size.train_k, size, seed=0, sampler=sampler)
+    make_pools(folder / "pools_heldout", model, heldout, size.heldout_k, size, seed=1, sampler=sampler)
+    _say(f"{name}: per-response gradients, sketched to {size.dims} dimensions")
+    make_sketches(folder / "pools_train", folder / "sketch_train", model, train, size)
+    make_sketches(folder / "pools_heldout", folder / "sketch_heldout", model, heldout, size)
+    wall = time.perf_counter() - start
+    timing = folder / "wall_seconds.json"
+    spent = json.loads(timing.read_text())["seconds"] if timing.exists() else 0.0
+    timing.write_text(json.dumps({"seconds": spent + wall}))
+    _say(f"{name}: replays")
+    result = analyse(load_split(folder / "pools_train", folder / "sketch_train", len(train)),
+                     load_split(folder / "pools_heldout", folder / "sketch_heldout", len(heldout)), size,
+                     [p["base_pass_rate"] for p in train])
+    return {**result, "size": asdict(size), "date": datetime.date.today().isoformat(), "machine": machine(),
+            "wall_hours": (spent + wall) / 3600, "model": str(model)}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gradient_quality", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoints", nargs="+", default=["base", "format"], choices=["base", "format"])
+    parser.add_argument("--work", default="outputs/gradient_quality", help="pools, sketches, the format checkpoint")
+    parser.add_argument("--json", default="benchmarks/results/gradient_quality.json")
+    parser.add_argument("--write", help="RESULTS.md to write the gradient_quality section into")
+    parser.add_argument("--model", help="a Hugging Face model folder (default: SmolLM2-135M-Instruct)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, for a check")
+    args = parser.parse_args(argv)
+    size = QUICK if args.quick else DEFAULT
+    work = Path(args.work).resolve()
+    from reinforce_ada.demo.run import model_folder
+
+    base = model_folder(args.model, parser)
+    train, heldout = learning_sets(work, size, base)
+    json_path = Path(args.json)
+    results = json.loads(json_path.read_text()) if json_path.exists() else {"checkpoints": {}}
+    command = "python -m benchmarks.gradient_quality " + shlex.join(argv if argv is not None else sys.argv[1:])
+    for name in args.checkpoints:
+        model = base if name == "base" else format_checkpoint(work, base)
+        results["checkpoints"][name] = {**run_checkpoint(name, model, work, size, train, heldout), "command": command}
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(results, indent=1))
+        if args.write:
+            write_section(args.write, "gradient_quality", "Gradient quality: each method's update on SmolLM2-135M",
+                          report(results), measured=" and ".join(sorted({f"{c['date']} on {c['machine']}"
+                                                                         for c in results["checkpoints"].values()})))
+    return results
+
+
+if __name__ == "__main__":
+    main()

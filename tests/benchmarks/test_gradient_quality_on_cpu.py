@@ -1,0 +1,111 @@
+"""The gradient-quality harness: sketches preserve inner products, the reference gradient is unbiased, and the
+replays measure what they should on pools whose gradients are known."""
+
+import json
+
+import numpy as np
+import pytest
+
+from benchmarks import gradient_quality as gq
+
+
+def test_the_pass_rate_gradient_is_unbiased_for_known_score_functions():
+    # responses whose score function is +g for correct and -g * p / (1 - p) for incorrect ones: grad p = p g
+    rng = np.random.default_rng(0)
+    p, g = 0.3, np.array([1.0, -2.0, 0.5])
+    estimates = []
+    for _ in range(4000):
+        rewards = (rng.random(16) < p).astype(float)
+        grads = np.where(rewards[:, None] > 0, g, -g * p / (1 - p))
+        estimates.append(gq.pass_rate_gradient(rewards, grads))
+    assert np.mean(estimates, axis=0) == pytest.approx(p * g, abs=0.01)
+
+
+def test_a_count_sketch_keeps_inner_products_in_expectation():
+    import torch
+
+    model = torch.nn.Linear(64, 64)
+    a, b = torch.randn(64 * 64 + 64), torch.randn(64 * 64 + 64)
+    products = []
+    for seed in range(200):
+        sketch = gq.Sketch(model, dims=256, seed=seed)
+        sketched = []
+        for vector in (a, b):
+            model.weight.grad, model.bias.grad = vector[:4096].view(64, 64).clone(), vector[4096:].clone()
+            sketched.append(sketch.of_gradients())
+        products.append(float(sketched[0] @ sketched[1]))
+    assert np.mean(products) == pytest.approx(float(a @ b), abs=4 * np.std(products) / np.sqrt(200))
+
+
+def synthetic_pools(count: int, k: int, dims: int, seed: int) -> list[dict]:
+    """Prompts with pass rates in (0, 1) and per-response gradients +g_x / -g_x p/(1-p) plus noise, g_x shared
+    direction d plus a prompt's own part."""
+    rng = np.random.default_rng(seed)
+    shared = rng.normal(size=dims)
+    rows = []
+    for _ in range(count):
+        p = rng.uniform(0.05, 0.6)
+        g = shared + rng.normal(size=dims)
+        rewards = (rng.random(k) < p).astype(float)
+        grads = np.where(rewards[:, None] > 0, g, -g * p / (1 - p)) + rng.normal(scale=2.0, size=(k, dims))
+        rows.append({"rewards": rewards, "grads": grads, "tokens": rng.integers(5, 30, size=k).astype(float)})
+    return rows
+
+
+def test_the_replays_measure_every_method_on_the_same_batches():
+    size = gq.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=5,
+                   replays_per_batch=3, bootstrap=20)
+    train, heldout = synthetic_pools(12, 64, 32, 0), synthetic_pools(6, 16, 32, 1)
+    result = gq.analyse(train, heldout, size, [0.3] * 12)
+    assert set(result["methods"]) == set(gq.method_configs(result["matched_n"]))
+    assert 4 <= result["matched_n"] <= 32
+    for name, m in result["methods"].items():
+        for key in ("cos_train", "cos_heldout", "gain", "snr"):
+            value, low, high = m[key]
+            assert low <= value <= high or np.isclose(low, high), (name, key)
+        assert -1 <= m["cos_train"][0] <= 1
+    grpo4, grpo16 = result["methods"]["grpo_n4"], result["methods"]["grpo_n16"]
+    assert grpo4["samples_per_prompt"] == 4 and grpo16["samples_per_prompt"] == 16
+    assert grpo16["cos_train"][0] > grpo4["cos_train"][0]  # four times the samples: a better estimate
+    assert result["methods"]["balance_budget2"]["samples_per_prompt"] <= 8
+    assert -1 <= result["reliability"]["train_split_half"] <= 1
+
+
+def test_the_report_tables_every_method_with_its_interval(tmp_path):
+    size = gq.Size(train_prompts=8, train_k=64, heldout_prompts=4, heldout_k=8, dims=16, batch=4, batches=3,
+                   replays_per_batch=2, bootstrap=10)
+    result = gq.analyse(synthetic_pools(8, 64, 16, 2), synthetic_pools(4, 8, 16, 3), size, [0.3] * 8)
+    ckpt = {**result, "size": vars(size), "date": "2026-12-03", "machine": "test", "wall_hours": 0.1, "command": "x"}
+    text = gq.report({"checkpoints": {"base": ckpt}})
+    assert "### Checkpoint: base" in text and "| balance_stratified |" in text and "Spearman-Brown" in text
+    json.dumps(ckpt)  # what the harness saves
+
+
+def test_pools_and_sketches_are_made_once_and_resume(tmp_path):
+    """The tiny model: pools from a scripted sampler (the math reward scores them), then the sketched gradients;
+    a second call makes nothing again."""
+    from transformers import AutoTokenizer
+
+    from reinforce_ada.tools.tiny import build
+
+    model = build(tmp_path / "tiny", train=2, test=1) / "model"
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    prompts = [{"prompt": [{"role": "user", "content": f"What is {i} plus 1?"}], "answer": str(i + 1)}
+               for i in range(2)]
+    calls = []
+
+    def sampler(messages, k, token_ids):
+        calls.append(len(messages))
+        texts = [f"\\boxed{{{j % 3}}}" for j in range(k)]
+        return [[(t, tokenizer.encode(t, add_special_tokens=False)) for t in texts] for _ in messages]
+
+    size = gq.Size(train_prompts=2, train_k=4, dims=64)
+    gq.make_pools(tmp_path / "pools", model, prompts, 4, size, seed=0, sampler=sampler)
+    gq.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, prompts, size)
+    rows = gq.load_split(tmp_path / "pools", tmp_path / "sketch", 2)
+    assert rows[0]["rewards"].tolist() == [0.0, 1.0, 0.0, 0.0]  # "What is 0 plus 1?": only \boxed{1} is right
+    assert rows[1]["grads"].shape == (4, 64) and np.abs(rows[1]["grads"]).sum() > 0
+    before = (tmp_path / "sketch" / "grad_0.npy").stat().st_mtime
+    gq.make_pools(tmp_path / "pools", model, prompts, 4, size, seed=0, sampler=sampler)
+    gq.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, prompts, size)
+    assert calls == [2] and (tmp_path / "sketch" / "grad_0.npy").stat().st_mtime == before
