@@ -38,7 +38,7 @@ run with a record is not run again; a record measured with other sizes stops the
 rather than being mixed in or overwritten. A run killed mid-way resumes from its checkpoint on
 the same machine, and starts again on a new one.
 
-``--quick`` runs every phase in minutes (a pool of 12 questions, 2 steps of 2 prompts, 1 seed).
+``--quick`` runs every phase in minutes (a pool of 12 questions, 1 step of 2 prompts, 1 seed).
 """
 
 from __future__ import annotations
@@ -340,7 +340,7 @@ def _stop(process: subprocess.Popen) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.learning", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="every phase in minutes: 12 questions, 2 steps, 1 seed")
+    parser.add_argument("--quick", action="store_true", help="every phase in minutes: 12 questions, 1 step, 1 seed")
     parser.add_argument("--seeds", type=int, nargs="+", help="run seeds (default 0 1 2; --quick 0)")
     parser.add_argument("--methods", nargs="+", default=list(METHODS),
                         help="grpo_n4, balance, est, pos, grpo_matched (GRPO at balance's samples) or grpo_n<k>")

@@ -53,7 +53,7 @@ class Size:
 DEFAULT = Size()
 QUICK = Size(
     pool=12, filter_k=4, heldout_filtered=2, heldout_all=4,
-    run=DemoSize(batch=2, steps=2, eval_every=1, eval_k=2, mini_batch=2),
+    run=DemoSize(batch=2, steps=1, eval_every=1, eval_k=2, mini_batch=2),
 )
 METHODS = ("grpo_n4", "balance", "grpo_matched", "est", "pos")  # the order each seed runs them in
 

@@ -35,14 +35,14 @@ def test_the_quick_benchmark_filters_with_data_prep_trains_resumably_and_reports
     assert len((tmp_path / "work" / "data" / "filtered" / "pass_rates.jsonl").read_text().splitlines()) == quick.pool
     train = pd.read_parquet(tmp_path / "work" / "data" / "filtered" / "train.parquet")
     assert train["prompt"][0][1]["role"] == "user"  # the demo task's own prompt, with its worked example
-    assert "step 2/2" in first.stdout and "base model, held-out Avg@2" in first.stdout
+    assert "step 1/1" in first.stdout and "base model, held-out Avg@2" in first.stdout
     runs = json.loads((tmp_path / "results" / "runs.json").read_text())["runs"]
-    assert [(r["method"], r["step"]) for r in runs] == [("grpo_n4", 0), ("grpo_n4", 1), ("grpo_n4", 2)]
-    assert [r["samples"] for r in runs] == [0, 8, 16]  # 2 prompts x 4, cumulative
+    assert [(r["method"], r["step"]) for r in runs] == [("grpo_n4", 0), ("grpo_n4", 1)]
+    assert [r["samples"] for r in runs] == [0, 8]  # 2 prompts x 4
     assert runs[-1]["tokens"] > 0 and runs[-1]["wall_s"] > 0 and runs[-1]["heldout_all_acc"] is not None
     run_dir = tmp_path / "work" / "runs" / "grpo_n4" / "seed0"
     record = json.loads((tmp_path / "results" / "runs" / "grpo_n4_seed0.json").read_text())
-    assert not (run_dir / "checkpoints").exists() and sorted(record["steps"]) == ["0", "1", "2"]
+    assert not (run_dir / "checkpoints").exists() and sorted(record["steps"]) == ["0", "1"]
     assert "reinforce_ada.sampling_seed=0" in record["command"] and record["size"] == quick.record()
     assert "| grpo_n4 | 1 |" in (tmp_path / "RESULTS.md").read_text()
     assert len((tmp_path / "results" / "pass_rates.jsonl").read_text().splitlines()) == quick.pool

@@ -7,9 +7,9 @@ Two verl start-ups carry these checks (each costs over a minute on two cores):
   ``downsample_correction=stratified``, ``warm_start``): it trains and logs the sampler's metrics every step,
   updates the policy, checkpoints with the pass-rate tracker, listens on loopback only with Ray's token auth
   on, dumps its samples (for the seeded comparison in test_user_script_on_cpu.py), plans step 3's first
-  requests from the tracker, and is killed with SIGKILL in step 3;
+  requests from the tracker, and is killed with SIGKILL in step 2;
 * the resumed run (the GPU script of verl_grpo_example.sh, unchanged, with the CPU try-out and
-  ``+reinforce_ada=est`` appended): it restores the tracker and allocates step 3 exactly as the saved tracker
+  ``+reinforce_ada=est`` appended): it restores the tracker and allocates step 2 exactly as the saved tracker
   says, survives a reward that fails on a fifth of its calls, computes the KL loss against a reference model,
   and its checkpoint is what ``scripts/eval.sh`` scores.
 """
@@ -30,7 +30,7 @@ from trainer_runs import ROOT, assert_sane_sampler_metrics, checkpoint_weights, 
 
 pytestmark = pytest.mark.slow
 
-TRAIN_PROMPTS = 8  # 4 a step, no shuffling: step 3 asks the prompts of step 1 again
+TRAIN_PROMPTS = 4  # 4 a step, no shuffling: every step asks the same prompts again
 USER_SCRIPT = ROOT / "tests" / "e2e" / "verl_grpo_example.sh"
 
 
@@ -58,15 +58,15 @@ def lifecycle(tmp_path_factory):
     tiny = trainer_runs.tiny(out, TRAIN_PROMPTS)
     listeners = trainer_runs.Listeners()
     first = trainer_runs.tiny_run(
-        out, "first", {"STEPS": "8", "SAVE_FREQ": "2"},
+        out, "first", {"STEPS": "8", "SAVE_FREQ": "1"},
         "reinforce_ada.sampling_seed=7", f"trainer.rollout_data_dir={out / 'rollouts'}",
         "reinforce_ada.sample_budget=2", "reinforce_ada.downsample_correction=stratified",
         "reinforce_ada.warm_start=true",
     )
-    first_log = kill_when(first, out, "first", "step 3 first requests:", listeners)
+    first_log = kill_when(first, out, "first", "step 2 first requests:", listeners)
     (out / "listeners.json").write_text(json.dumps(sorted(listeners.sockets), indent=1))  # for the reader of a failure
     resumed = trainer_runs.start(out, "resumed", user_env(out), user_script_command(
-        tiny, out, "trainer.total_training_steps=4", "trainer.save_freq=2", "trainer.resume_mode=auto",
+        tiny, out, "trainer.total_training_steps=3", "trainer.save_freq=3", "trainer.resume_mode=auto",
         f"reward.custom_reward_function.path={trainer_runs.HOSTILE_REWARD}",
         "reward.custom_reward_function.name=compute_score",
         "hydra.searchpath=[pkg://reinforce_ada.configs]", "+reinforce_ada=est"))
@@ -77,7 +77,7 @@ def lifecycle(tmp_path_factory):
 
 def test_the_first_run_trains_with_the_correction_and_logs_the_sampler_every_step(lifecycle):
     rows, log = lifecycle["first"], lifecycle["first_log"]
-    assert [r["step"] for r in rows] == [1, 2]
+    assert [r["step"] for r in rows] == [1]
     for row in rows:
         data = row["data"]
         assert_sane_sampler_metrics(data, budget=2)
@@ -92,16 +92,16 @@ def test_the_first_run_updates_the_policy_and_checkpoints_the_tracker(lifecycle)
     from safetensors.torch import load_file
 
     checkpoints = lifecycle["out"] / "checkpoints"
-    assert (checkpoints / "latest_checkpointed_iteration.txt").read_text().strip() == "4"  # the resumed run's
+    assert (checkpoints / "latest_checkpointed_iteration.txt").read_text().strip() == "3"  # the resumed run's
     initial = load_file(lifecycle["tiny"] / "model" / "model.safetensors")
-    trained = checkpoint_weights(checkpoints, 2)
+    trained = checkpoint_weights(checkpoints, 1)
     changed = [k for k in initial if not torch.equal(initial[k], trained[k])]
     assert len(changed) > len(initial) // 2, f"only {changed} changed"
-    assert (checkpoints / "global_step_2" / "reinforce_ada_tracker.json").exists()
+    assert (checkpoints / "global_step_1" / "reinforce_ada_tracker.json").exists()
 
 
-def test_a_warm_start_plans_step_3_from_the_prompts_seen_at_step_1(lifecycle):
-    (counts,) = re.findall(r"step 3 first requests: ([\d ]+)", lifecycle["first_log"])
+def test_a_warm_start_plans_step_2_from_the_prompts_seen_at_step_1(lifecycle):
+    (counts,) = re.findall(r"step 2 first requests: ([\d ]+)", lifecycle["first_log"])
     sizes = [int(c) for c in counts.split()]
     # known prompts: K / p_hat within [n, N_max], then cut to the step budget of 2 x 4 x 4 = 32
     assert len(sizes) == 4 and all(4 <= s <= 32 for s in sizes) and sum(sizes) <= 32
@@ -121,16 +121,16 @@ def test_a_killed_run_resumes_as_est_with_the_allocation_its_saved_tracker_gives
     from reinforce_ada.core.tracker import PassRateTracker, allocate_samples, prompt_identity
 
     out, log = lifecycle["out"], lifecycle["resumed_log"]
-    assert re.search(r"pass-rate tracker of 8 prompts restored from .*global_step_2\b", log)
-    saved = json.loads((out / "checkpoints" / "global_step_2" / "reinforce_ada_tracker.json").read_text())
+    assert re.search(r"pass-rate tracker of 4 prompts restored from .*global_step_1\b", log)
+    saved = json.loads((out / "checkpoints" / "global_step_1" / "reinforce_ada_tracker.json").read_text())
     tracker = PassRateTracker()
     tracker.load_state_dict(saved["tracker"])
     train = pd.read_parquet(lifecycle["tiny"] / "data" / "train.parquet")
     keys = [prompt_identity(list(row["prompt"]), row["data_source"]) for _, row in train.iloc[:4].iterrows()]
     expected = allocate_samples(tracker.pass_rates(keys), 4 * 4, 2, 32)  # GRPO-4's budget, in [N_min, N_max]
-    (counts,) = re.findall(r"step 3 allocation: ([\d ]+)", log)
+    (counts,) = re.findall(r"step 2 allocation: ([\d ]+)", log)
     assert [int(c) for c in counts.split()] == expected
-    assert [r["step"] for r in lifecycle["resumed"]] == [3, 4]
+    assert [r["step"] for r in lifecycle["resumed"]] == [2, 3]
     for row in lifecycle["resumed"]:
         data = row["data"]
         assert data["reinforce_ada/rounds"] <= 2  # one request, and the redraw of failed samples
@@ -139,7 +139,7 @@ def test_a_killed_run_resumes_as_est_with_the_allocation_its_saved_tracker_gives
         assert 16 - data["reinforce_ada/samples_failed"] <= data["reinforce_ada/samples_total"] <= 16
         assert data["reinforce_ada/tracker/size"] == TRAIN_PROMPTS
         assert 0 < data["reinforce_ada/tracker/p_hat_min"] <= data["reinforce_ada/tracker/p_hat_max"] < 1
-    assert lifecycle["resumed"][0]["data"]["reinforce_ada/tracker/prompts_seen_before"] == 4
+    assert all(r["data"]["reinforce_ada/tracker/prompts_seen_before"] == 4 for r in lifecycle["resumed"])
 
 
 def test_the_user_script_survives_failing_reward_calls_and_computes_the_kl_loss(lifecycle):
@@ -166,12 +166,12 @@ def test_eval_script_scores_the_trained_checkpoint_and_the_base_model(lifecycle)
            "K": "2", "PASS_AT": "1,2", "MAX_TOKENS": "16", "OUTPUT": str(out / "eval"),
            "REWARD_MODULE": "reinforce_ada.tools.tiny"}
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "eval.sh"), str(out / "checkpoints" / "global_step_4"),
+        ["bash", str(ROOT / "scripts" / "eval.sh"), str(out / "checkpoints" / "global_step_3"),
          str(lifecycle["tiny"] / "model")],
         env=env, capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert (out / "checkpoints" / "global_step_4" / "actor" / "merged_hf" / "config.json").exists()  # verl's merger ran
+    assert (out / "checkpoints" / "global_step_3" / "actor" / "merged_hf" / "config.json").exists()  # verl's merger ran
     results = json.loads((out / "eval" / "results.json").read_text())["results"]
     assert len(results) == 2
     for res in results.values():
