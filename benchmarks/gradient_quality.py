@@ -6,7 +6,7 @@
 A learning curve mixes an estimator's quality with where each run's noisy walk happens to be. This harness
 measures the update itself, at fixed weights, for every method, on the same responses:
 
-1. checkpoints: the base model, and a common one after the answer format is learned (``FORMAT_STEPS`` steps
+1. checkpoints: the base model, and a common one after the answer format is learned (5 steps
    of GRPO-n4 through verl's trainer on the learning benchmark's training prompts, made once and kept);
 2. pools, through the project's own sampling path (``reinforce_ada.tasks.vllm_sampling``, the engine data
    preparation uses) and the math reward: ``train_k`` responses for each of ``train_prompts`` training prompts
@@ -29,8 +29,8 @@ the expected squared deviation from it, over replays of one batch) and the same 
 gradients' own split-half reliability (cosine of two disjoint halves) says how high a cosine can be.
 
 Resumable: pools and sketches are saved per prompt as they are made (about 1.3 s of two CPU cores per
-response, 3584 responses, so about 85 minutes per checkpoint); the analysis reruns in minutes. Results: ``--json`` and the ``gradient_quality`` section of
-RESULTS.md, each with the date, machine and command.
+response, 3584 responses, so about 85 minutes per checkpoint); the analysis reruns in minutes. Results:
+``--json`` and the ``gradient_quality`` section of RESULTS.md, each with the date, machine and command.
 """
 
 from __future__ import annotations
@@ -40,10 +40,9 @@ import datetime
 import json
 import random
 import shlex
-import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +54,6 @@ from reinforce_ada.core.step import run_step
 from reinforce_ada.core.tracker import PassRateTracker, plan_first_requests
 
 ROOT = Path(__file__).resolve().parents[1]
-FORMAT_STEPS = 5  # the learning runs' training responses without an answer fell from 34-56% to 0-10% by step 3
 
 
 @dataclass(frozen=True)
@@ -123,37 +121,13 @@ def learning_sets(work: Path, size: Size, model: Path) -> tuple[list[dict], list
 
 
 def format_checkpoint(work: Path, base: Path) -> Path:
-    """The common checkpoint after the answer format is learned: GRPO-n4 for FORMAT_STEPS steps through verl's
-    trainer (the learning benchmark's settings, seed 0), merged to a Hugging Face folder; made once."""
+    """The checkpoint after the answer format is learned, as the learning benchmark's second protocol starts from
+    (:func:`benchmarks.learning.format_checkpoint`, on the first protocol's training prompts); made once."""
     from benchmarks import learning, learning_protocol
-    from reinforce_ada.demo import run as demo
-    from reinforce_ada.demo.config import METHODS
-    from reinforce_ada.tasks.evaluate import hf_folder
 
-    run_dir = work / "format_run"
-    checkpoint = run_dir / "checkpoints" / f"global_step_{FORMAT_STEPS}"
-    if (checkpoint / "actor" / "merged_hf" / "config.json").exists():
-        return checkpoint / "actor" / "merged_hf"
     data = learning.prepare_data(work / "learning_data", ROOT / "benchmarks" / "results" / "learning", base,
                                  learning_protocol.DEFAULT, learning_protocol.EASY, 0)
-    files = data["files"]
-    size = replace(learning_protocol.DEFAULT.run, steps=FORMAT_STEPS)
-    prompt_tokens = demo.longest_prompt(base, [Path(files["train"]), Path(files["heldout_filtered"])])
-    command = learning._with(
-        demo.trainer_command("GRPO-n4", base, {"train": Path(files["train"]), "test": Path(files["heldout_filtered"])},
-                             size, run_dir, prompt_tokens, overrides=METHODS["GRPO-n4"]),
-        ["data.shuffle=true", "data.seed=0", "reinforce_ada.sampling_seed=0", "trainer.test_freq=-1",
-         f"trainer.save_freq={FORMAT_STEPS}", "trainer.resume_mode=auto",
-         f"trainer.default_local_dir={run_dir / 'checkpoints'}"])
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "command.txt").write_text(shlex.join(command) + "\n")
-    _say(f"format checkpoint: {FORMAT_STEPS} steps of GRPO-n4 through verl's trainer (log {run_dir / 'trainer.log'})")
-    with open(run_dir / "trainer.log", "w") as log:
-        env = demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(run_dir / "metrics.jsonl")})
-        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
-    if code != 0:
-        demo.fail(f"the format run exited with status {code}", run_dir / "trainer.log", "gradient_quality")
-    return hf_folder(run_dir / "checkpoints" / f"global_step_{FORMAT_STEPS}")
+    return learning.format_checkpoint(work, base, data, learning_protocol.DEFAULT)
 
 
 def make_pools(folder: Path, model: Path, prompts: list[dict], k: int, size: Size, seed: int, sampler=None) -> None:

@@ -1,6 +1,6 @@
 """Does Reinforce-Ada learn more than GRPO? Seeds, the paper's data regime, a GRPO at balance's predicted samples.
 
-    python -m benchmarks.learning [--quick] [--seeds 0 1 2] [--methods grpo_n4 balance ...]
+    python -m benchmarks.learning [--protocol first|second] [--quick] [--seeds 0 1 2] [--methods grpo_n4 ...]
         [--work outputs/learning] [--results benchmarks/results/learning] [--write benchmarks/RESULTS.md]
         [--model PATH] [--pass-rate-range 0 0.3125]
 
@@ -39,12 +39,20 @@ rather than being mixed in or overwritten. A run killed mid-way resumes from its
 the same machine, and starts again on a new one.
 
 ``--quick`` runs every phase in minutes (a pool of 12 questions, 1 step of 2 prompts, 1 seed).
+
+``--protocol second`` is the design written in docs/benchmarks.md before its runs: every run starts from a
+checkpoint after the answer format is learned (:func:`format_checkpoint`, made once per work folder; runs of a
+seed are paired only from the same weights, :func:`keep_pairable`), the learning rate is chosen by a sweep of
+GRPO-n4 and a fixed rule (:func:`choose_lr`), held-out Avg@4 on 128 filtered and 128 unfiltered questions every
+5 steps, and the primary measure is each seed's paired difference of the area under the held-out curve
+(``benchmarks.learning_report.report_paired``). Its results go to ``benchmarks/results/learning_second``.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import shlex
@@ -56,8 +64,17 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.learning_protocol import DEFAULT, EASY, FILTERED, METHODS, QUICK, UNFILTERED, Size, method_overrides
-from benchmarks.learning_report import merged_steps, read_records, record_path, write_results
+from benchmarks.learning_protocol import (
+    EASY,
+    FILTERED,
+    FORMAT_STEPS,
+    PROTOCOLS,
+    UNFILTERED,
+    Protocol,
+    Size,
+    method_overrides,
+)
+from benchmarks.learning_report import heldout_curve, merged_steps, read_records, record_path, write_results
 from benchmarks.results import machine
 from reinforce_ada.demo import run as demo
 from reinforce_ada.demo import task as demo_task
@@ -187,6 +204,89 @@ def balance_samples_per_prompt(pass_rates: list[float], n: int, repeats: int = 2
 
 
 # ------------------------------------------------------------------------------------------
+# the second protocol's start: the format checkpoint, and its learning-rate sweep
+# ------------------------------------------------------------------------------------------
+FORMAT_LR = 3e-5
+
+
+def format_checkpoint(work: Path, model: Path, data: dict, size: Size) -> Path:
+    """The common start after the answer format is learned: GRPO-n4 for ``FORMAT_STEPS`` steps at lr 3e-5
+    (seed 0, no warm-up) on the training prompts through verl's trainer, merged to a Hugging Face folder; made
+    once per ``work`` folder and kept there.
+
+    Training on a CPU is not bit-reproducible across machines and sessions, so a checkpoint made in another
+    work folder differs a little: :func:`fingerprint` tells them apart, and runs are paired only on the same one.
+    """
+    from reinforce_ada.tasks.evaluate import hf_folder
+
+    run_dir = work / "format_run"
+    checkpoint = run_dir / "checkpoints" / f"global_step_{FORMAT_STEPS}"
+    if (checkpoint / "actor" / "merged_hf" / "config.json").exists():
+        return checkpoint / "actor" / "merged_hf"
+    files = data["files"]
+    run = replace(size.run, steps=FORMAT_STEPS, lr=FORMAT_LR)
+    prompt_tokens = demo.longest_prompt(model, [Path(files["train"]), Path(files["heldout_filtered"])])
+    command = _with(
+        demo.trainer_command("GRPO-n4", model, {"train": Path(files["train"]), "test": Path(files["heldout_filtered"])},
+                             run, run_dir, prompt_tokens, overrides=method_overrides("grpo_n4", size, 4)[2]),
+        ["data.shuffle=true", "data.seed=0", "reinforce_ada.sampling_seed=0", "trainer.test_freq=-1",
+         f"trainer.save_freq={FORMAT_STEPS}", "trainer.resume_mode=auto",
+         f"trainer.default_local_dir={run_dir / 'checkpoints'}"])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "command.txt").write_text(shlex.join(command) + "\n")
+    _say(f"start: {FORMAT_STEPS} steps of GRPO-n4 through verl's trainer to learn the answer format "
+         f"(log {run_dir / 'trainer.log'})")
+    with open(run_dir / "trainer.log", "w") as log:
+        env = demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(run_dir / "metrics.jsonl")})
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    if code != 0:
+        demo.fail(f"the format run exited with status {code}", run_dir / "trainer.log", "learning")
+    return hf_folder(checkpoint)
+
+
+def fingerprint(model: Path) -> str:
+    """A short hash of a Hugging Face folder's weights: which start a run had."""
+    digest = hashlib.sha256()
+    for path in sorted(model.glob("*.safetensors")):
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 24), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def choose_lr(protocol: Protocol, curves: dict[float, dict[int, float]]) -> float:
+    """The protocol's rule: the first swept rate whose filtered held-out curve never drops by more than
+    ``max_drop`` between consecutive evaluations; the last one if every curve does."""
+    for lr in protocol.sweep:
+        steps = sorted(curves[lr])
+        if all(curves[lr][a] - curves[lr][b] <= protocol.max_drop for a, b in zip(steps, steps[1:])):
+            return lr
+    return protocol.sweep[-1]
+
+
+def sweep_folder(root: Path, lr: float) -> Path:
+    return root / "sweep" / f"lr{lr:g}"
+
+
+def keep_pairable(results: Path, seed: int, names: list[str], start_id: str) -> None:
+    """A seed's methods compare only from the same start. Before a seed runs, its records from another start
+    (an earlier session's format checkpoint) are moved to ``results/unpaired/`` (kept, not deleted) unless
+    they already make a complete pair among themselves; the moved runs are then run again."""
+    records = {name: record_path(results, name, seed) for name in names}
+    done = {name: json.loads(path.read_text()).get("start", {}).get("fingerprint")
+            for name, path in records.items() if path.exists()}
+    foreign = [name for name, start in done.items() if start != start_id]
+    if not foreign or (len(done) == len(names) and len(set(done.values())) == 1):
+        return
+    (results / "unpaired").mkdir(parents=True, exist_ok=True)
+    for name in foreign:
+        target = results / "unpaired" / f"{name}_seed{seed}_{done[name]}.json"
+        records[name].rename(target)
+        _say(f"3/4 {name} seed {seed}: its record started from another checkpoint ({done[name]}, now {start_id}); "
+             f"moved to {target} and run again so that seed {seed} pairs")
+
+
+# ------------------------------------------------------------------------------------------
 # phase 3: one resumable run
 # ------------------------------------------------------------------------------------------
 def _with(command: list[str], overrides: list[str]) -> list[str]:
@@ -222,6 +322,7 @@ def run_command(
         "data.shuffle=true", f"data.seed={seed}", f"reinforce_ada.sampling_seed={seed}",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}",
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
+        *([f"actor_rollout_ref.actor.optim.lr_warmup_steps={size.warmup_steps}"] if size.warmup_steps else []),
         "trainer.project_name=reinforce_ada_learning", f"trainer.experiment_name={name}_seed{seed}",
         f"trainer.save_freq={size.run.eval_every}", "trainer.max_actor_ckpt_to_keep=1", "trainer.resume_mode=auto",
         # validation before the first step gives step 0 (once per seed: every method starts from the same model);
@@ -244,11 +345,12 @@ def base_measured(results: Path, work: Path, size: Size, seed: int) -> bool:
 
 def train_run(
     method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, work: Path, results: Path,
-    prompt_tokens: int,
+    prompt_tokens: int, start_id: str | None = None,
 ) -> Path:
-    """Runs (or resumes, or skips if finished) one method at one seed; returns its record.
+    """Runs (or resumes, or skips if finished) one method at one seed from ``model``; returns its record.
 
-    The seed's first run validates the base model (step 0) too; the seed's other runs share it.
+    The seed's first run validates the start (step 0) too; the seed's other runs share it. ``start_id``: the
+    start's fingerprint, recorded (the second protocol pairs runs on it).
     """
     name = method_overrides(method, size, matched_n)[0]
     run_dir = work / "runs" / name / f"seed{seed}"
@@ -296,6 +398,7 @@ def train_run(
         "method": name, "seed": seed, "date": datetime.date.today().isoformat(), "machine": machine(),
         "wall_s": sum(a["wall_s"] for a in attempts), "attempts": len(attempts),
         "command": (run_dir / f"command_{attempt:02d}.txt").read_text().strip(), "size": size.record(),
+        **({"start": {"model": str(model), "fingerprint": start_id}} if start_id else {}),
         "steps": logged,
     }, indent=1) + "\n")
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # 1.6 GB; the run is over
@@ -340,31 +443,40 @@ def _stop(process: subprocess.Popen) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.learning", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default="first",
+                        help="first: the 2026-12-02 design; second: from a common format checkpoint, paired AUC "
+                        "(docs/benchmarks.md)")
     parser.add_argument("--quick", action="store_true", help="every phase in minutes: 12 questions, 1 step, 1 seed")
-    parser.add_argument("--seeds", type=int, nargs="+", help="run seeds (default 0 1 2; --quick 0)")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS),
-                        help="grpo_n4, balance, est, pos, grpo_matched (GRPO at balance's samples) or grpo_n<k>")
-    parser.add_argument("--work", help="scratch: data, run folders, checkpoints (default outputs/learning; "
-                        "--quick: outputs/learning_quick)")
-    parser.add_argument("--results", help="runs.json, steps.json, curves.png, pass rates and run records (default "
-                        "benchmarks/results/learning; --quick: outputs/learning_quick/results)")
-    parser.add_argument("--write", default=None, help="RESULTS.md to write the learning section into")
+    parser.add_argument("--seeds", type=int, nargs="+", help="run seeds (default: the protocol's; --quick 0)")
+    parser.add_argument("--methods", nargs="+", help="default: the protocol's; grpo_n4, balance, est, pos, "
+                        "grpo_matched (GRPO at balance's samples) or grpo_n<k>")
+    parser.add_argument("--work", help="scratch: data, run folders, checkpoints (default outputs/learning[_second]; "
+                        "--quick: outputs/learning[_second]_quick)")
+    parser.add_argument("--results", help="runs.json, steps.json, curves.png, pass rates and run records (default: "
+                        "the protocol's folder under benchmarks/results; --quick: WORK/results)")
+    parser.add_argument("--write", default=None, help="RESULTS.md to write the protocol's section into")
     parser.add_argument("--model", help="a Hugging Face model folder (default: SmolLM2-135M-Instruct)")
     parser.add_argument("--pass-rate-range", type=float, nargs=2, default=EASY, metavar=("LOW", "HIGH"),
                         help="keep training prompts with LOW < base pass rate <= HIGH (default: the paper's easy)")
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the question pool")
     parser.add_argument("--report-only", action="store_true", help="rewrite the results from the run folders")
     args = parser.parse_args(argv)
-    size = QUICK if args.quick else DEFAULT
-    seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
-    for method in args.methods:
+    protocol = PROTOCOLS[args.protocol]
+    size = protocol.quick if args.quick else protocol.size
+    seeds = args.seeds if args.seeds is not None else ([0] if args.quick else list(protocol.seeds))
+    methods = args.methods or list(protocol.methods)
+    for method in methods:
         method_overrides(method, size, 0)  # unknown names fail here, before anything starts
-    work = Path(args.work or ("outputs/learning_quick" if args.quick else "outputs/learning")).resolve()
-    results = Path(args.results or ("outputs/learning_quick/results" if args.quick else
-                                    "benchmarks/results/learning")).resolve()
+    stem = "outputs/learning" + ("" if protocol.name == "first" else f"_{protocol.name}")
+    work = Path(args.work or (stem + "_quick" if args.quick else stem)).resolve()
+    results = Path(args.results or (work / "results" if args.quick else protocol.results)).resolve()
     started = time.perf_counter()
 
     model = demo.model_folder(args.model, parser)
+    first_rates = ROOT / PROTOCOLS["first"].results / "pass_rates.jsonl"
+    if protocol.name != "first" and not args.quick and first_rates.exists():
+        results.mkdir(parents=True, exist_ok=True)
+        _merge_pass_rates(first_rates, results / "pass_rates.jsonl")  # no question is sampled twice
     data = prepare_data(work, results, model, size, tuple(args.pass_rate_range), args.data_seed)
     counts = data["counts"]
     _say(f"1/4 data: {counts.get('kept', 0)} of {size.pool} questions passed the filter: {counts.get('train', 0)} "
@@ -374,17 +486,44 @@ def main(argv: list[str] | None = None) -> None:
     matched = {"n": max(size.run.group_size, round(per_prompt)), "balance_samples_per_prompt": per_prompt}
     _say(f"2/4 balance draws {per_prompt:.2f} samples per prompt on these pass rates: the matched GRPO is "
          f"grpo_n{matched['n']}")
+    files = data["files"]
+    prompt_tokens = demo.longest_prompt(model, [Path(files[k]) for k in ("train", "heldout_filtered", "heldout_all")])
+    start, start_id = model, None
+    if size.start == "format" and not args.report_only:
+        start = format_checkpoint(work, model, data, size)
+        start_id = fingerprint(start)
+        _say(f"start: {start} (weights {start_id})")
+    sweep = {}
+    if protocol.sweep:
+        for lr in protocol.sweep:  # GRPO-n4 seed 0 at each rate, before any other run
+            swept = replace(size, run=replace(size.run, lr=lr))
+            record = record_path(sweep_folder(results, lr), "grpo_n4", 0)
+            if not args.report_only:
+                train_run("grpo_n4", 0, start, data, swept, size.run.group_size, sweep_folder(work, lr),
+                          sweep_folder(results, lr), prompt_tokens, start_id)
+            if record.exists():
+                sweep[lr] = heldout_curve(json.loads(record.read_text()), size.run.eval_k)
+        if len(sweep) == len(protocol.sweep):
+            lr = choose_lr(protocol, sweep)
+            size = replace(size, run=replace(size.run, lr=lr))
+            _say(f"2/4 learning rate {lr:g}, by the protocol's rule on the sweep's curves")
+            chosen = record_path(results, "grpo_n4", 0)
+            if not chosen.exists():  # the sweep's run at the chosen rate is GRPO-n4's seed 0, command for command
+                chosen.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(record_path(sweep_folder(results, lr), "grpo_n4", 0), chosen)
+        elif not args.report_only:
+            raise SystemExit("[learning] the learning-rate sweep did not finish: rerun to resume it")
     if not args.report_only:
-        files = data["files"]
-        prompt_tokens = demo.longest_prompt(model, [Path(files[k]) for k in ("train", "heldout_filtered",
-                                                                               "heldout_all")])
-        todo = [(seed, method) for seed in seeds for method in args.methods]
+        todo = [(seed, method) for seed in seeds for method in methods]
         for i, (seed, method) in enumerate(todo):
+            if start_id and method == methods[0]:
+                keep_pairable(results, seed, [method_overrides(m, size, matched["n"])[0] for m in methods], start_id)
             _say(f"3/4 run {i + 1}/{len(todo)} ({demo.minutes(time.perf_counter() - started)} so far)")
-            train_run(method, seed, model, data, size, matched["n"], work, results, prompt_tokens)
-            write_results(work, results, size, data, matched, args.write)
-    write_results(work, results, size, data, matched, args.write)
-    _say(f"4/4 results: {results / 'runs.json'}" + (f" and the learning section of {args.write}" if args.write else "")
+            train_run(method, seed, start, data, size, matched["n"], work, results, prompt_tokens, start_id)
+            write_results(work, results, size, data, matched, args.write, protocol, sweep)
+    write_results(work, results, size, data, matched, args.write, protocol, sweep)
+    _say(f"4/4 results: {results / 'runs.json'}" + (f" and the {protocol.section} section of {args.write}"
+                                                    if args.write else "")
          + f" ({demo.minutes(time.perf_counter() - started)})")
 
 

@@ -5,7 +5,7 @@ Shared by the harness (``benchmarks.learning``) and its report (``benchmarks.lea
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from reinforce_ada.demo.config import DemoSize
 
@@ -28,6 +28,10 @@ class Size:
             the filter's), learning rate, mini-batch and n (``group_size``: GRPO-n4's n, Reinforce-Ada's
             group size; the matched GRPO's own n replaces it in its runs). Its ``train_prompts`` and
             ``test_prompts`` are the demo's and unused here.
+        warmup_steps: verl's linear learning-rate warm-up (the rate is k/warmup_steps of ``run.lr`` in step
+            k + 1 while k < warmup_steps: 0 in the first step); 0 for a constant rate from the first step.
+        start: Where every run starts: ``"base"``, the base model, or ``"format"``, the checkpoint after
+            ``FORMAT_STEPS`` steps of GRPO-n4 (lr 3e-5, seed 0) on the training prompts, made once per work folder.
     """
 
     pool: int = 768
@@ -35,12 +39,16 @@ class Size:
     heldout_filtered: int = 64
     heldout_all: int = 64
     run: DemoSize = DemoSize(steps=20, eval_every=10)
+    warmup_steps: int = 0
+    start: str = "base"
 
     def record(self) -> dict:
         """The size as a run's record stores it: flat, with the run's group size as ``n``."""
         run = {k: v for k, v in asdict(self.run).items() if k not in ("train_prompts", "test_prompts", "group_size")}
+        extra = {"warmup_steps": self.warmup_steps, "start": self.start} if self.start != "base" or self.warmup_steps \
+            else {}  # the first protocol's records predate both
         return {"pool": self.pool, "filter_k": self.filter_k, "heldout_filtered": self.heldout_filtered,
-                "heldout_all": self.heldout_all, **run, "n": self.run.group_size}
+                "heldout_all": self.heldout_all, **run, "n": self.run.group_size, **extra}
 
     def differs_from(self, recorded: dict) -> list[str]:
         """The keys in which a record's size differs from this one. A key the record lacks (a setting added
@@ -56,6 +64,53 @@ QUICK = Size(
     run=DemoSize(batch=2, steps=1, eval_every=1, eval_k=2, mini_batch=2),
 )
 METHODS = ("grpo_n4", "balance", "grpo_matched", "est", "pos")  # the order each seed runs them in
+
+FORMAT_STEPS = 5  # the first protocol's training responses without an answer fell from 34-56% to 0-10% by step 3
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One design of the learning benchmark, fixed before its runs (docs/benchmarks.md says why each choice).
+
+    Attributes:
+        name: ``first`` or ``second``.
+        size: The sizes (``quick``: the same phases in minutes).
+        methods: Methods each seed runs, in order.
+        seeds: Seeds run by default.
+        results: Default folder of the committed results (pass rates, run records, tables).
+        title: Its RESULTS.md section's title (the section is named ``section``).
+        sweep: Learning rates of GRPO-n4 seed 0 tried before any other run, in order of preference; the first
+            is taken unless its filtered held-out curve drops by more than ``max_drop`` between consecutive
+            evaluations (then the next, and so on). Empty: ``size.run.lr`` is used as it is.
+        primary_effect: The AUC difference (points) the seed count is sized to resolve.
+    """
+
+    name: str
+    size: Size
+    quick: Size
+    methods: tuple[str, ...]
+    seeds: tuple[int, ...]
+    results: str
+    section: str
+    title: str
+    sweep: tuple[float, ...] = ()
+    max_drop: float = 0.05
+    primary_effect: float = 5.0
+
+
+SECOND_RUN = DemoSize(steps=20, eval_every=5, eval_k=4, lr=1e-5)
+PROTOCOLS = {
+    "first": Protocol(
+        "first", DEFAULT, QUICK, METHODS, (0, 1, 2), "benchmarks/results/learning", "learning",
+        "Learning, first protocol: Reinforce-Ada against GRPO on SmolLM2-135M, 3 seeds"),
+    "second": Protocol(
+        "second", Size(pool=1280, heldout_filtered=128, heldout_all=128, run=SECOND_RUN, warmup_steps=3,
+                       start="format"),
+        replace(QUICK, warmup_steps=1, start="format"),
+        ("grpo_n4", "balance"), (0, 1, 2, 3), "benchmarks/results/learning_second", "learning_second",
+        "Learning, second protocol: balance against GRPO-n4 from a common checkpoint, paired by seed",
+        sweep=(1e-5, 3e-6)),
+}
 
 
 def method_overrides(method: str, size: Size, matched_n: int) -> tuple[str, int, list[str]]:

@@ -8,9 +8,9 @@ import math
 import os
 from pathlib import Path
 
-from benchmarks.learning_protocol import BASELINE, FILTERED, UNFILTERED, Size
+from benchmarks.learning_protocol import BASELINE, FILTERED, PROTOCOLS, UNFILTERED, Protocol, Size
 from benchmarks.results import write_section
-from benchmarks.stats import excludes_zero, mean_ci, sd
+from benchmarks.stats import excludes_zero, mean_ci, sd, seeds_needed
 from reinforce_ada.demo.run import read_jsonl
 
 
@@ -202,6 +202,134 @@ def report(
     return "\n".join(lines)
 
 
+def heldout_curve(record: dict, eval_k: int, source: str = FILTERED) -> dict[int, float]:
+    """Step -> held-out Avg@k of a run's record (its evaluated steps only)."""
+    key = f"val-core/{source}/reward/mean@{eval_k}"
+    return {int(step): values[key] for step, values in record["steps"].items() if key in values}
+
+
+def auc(curve: dict[int, float], last_step: int) -> float:
+    """The area under a held-out curve over steps 0..``last_step`` by the trapezoid rule over its evaluated steps,
+    divided by ``last_step``: the curve's mean height, in the curve's unit.
+
+    Raises:
+        ValueError: If the curve does not span step 0 to ``last_step``.
+    """
+    steps = sorted(curve)
+    if not steps or steps[0] != 0 or steps[-1] != last_step:
+        raise ValueError(f"a curve over steps 0..{last_step} is needed, got steps {steps}")
+    return sum((b - a) * (curve[a] + curve[b]) / 2 for a, b in zip(steps, steps[1:])) / last_step
+
+
+def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data: dict, size: Size,
+                  protocol: Protocol, sweep: dict[float, dict[int, float]], records: str = "runs") -> str:
+    """The second protocol's RESULTS.md section: the sweep and its choice, then each method against GRPO-n4 paired
+    by seed on the primary measure (the filtered held-out curve's area over steps 0..last), the seeds that
+    measure needs, and the secondary measures. Finished runs only; every sentence computed from its rows."""
+    finished = {(r["method"], r["seed"]) for r in runs if r["finished"]}
+    rows = [r for r in rows if (r["method"], r["seed"]) in finished]
+    per_step = [r for r in per_step if (r["method"], r["seed"]) in finished]
+    methods = sorted({r["method"] for r in rows}, key=_method_order)
+    last, k, counts = size.run.steps, size.run.eval_k, data["counts"]
+    curves: dict[tuple[str, int], dict[str, dict[int, float]]] = {}
+    for r in rows:
+        for source, key in (("filtered", "heldout_acc"), ("unfiltered", "heldout_all_acc")):
+            if r.get(key) is not None:
+                curves.setdefault((r["method"], r["seed"]), {}).setdefault(source, {})[r["step"]] = 100 * r[key]
+    lines = [
+        f"SmolLM2-135M-Instruct through verl's trainer on this CPU, every run from one checkpoint after the answer "
+        f"format is learned ({data.get('format_steps', 5)} steps of GRPO-n4 at lr 3e-5, seed 0; made once per "
+        "session, and a seed's runs are compared only from the same one, by the hash of its weights). Data: "
+        f"{size.pool} questions of the demo task, {size.filter_k} base-model samples each, pass rate in "
+        f"({data['pass_range'][0]:g}, {data['pass_range'][1]:g}]: {counts.get('train', 0)} training prompts and "
+        f"{counts.get('test', 0)} filtered held-out questions; {size.heldout_all} unfiltered held-out questions. "
+        f"{last} steps of {size.run.batch} prompts, n {size.run.group_size}, AdamW lr {size.run.lr:g} after verl's "
+        f"linear warm-up over {size.warmup_steps} steps (the rate is 0 in step 1), responses up to "
+        f"{size.run.max_response_tokens} tokens, temperature 1.0; held-out Avg@{k} every {size.run.eval_every} "
+        "steps. The design and its primary measure were fixed before the runs (docs/benchmarks.md). Command: "
+        f"`python -m benchmarks.learning --protocol {protocol.name} --seeds S --write benchmarks/RESULTS.md`.",
+    ]
+    if sweep:
+        evaluated = sorted({s for curve in sweep.values() for s in curve})
+        lines += ["", f"Learning-rate sweep (GRPO-n4, seed 0; filtered held-out Avg@{k}, %; the rule: the first rate "
+                  f"whose curve never drops by more than {100 * protocol.max_drop:g} points between consecutive "
+                  "evaluations):", "",
+                  "| lr | " + " | ".join(f"step {s}" for s in evaluated) + " | largest drop | taken |",
+                  "|---|" + "---:|" * len(evaluated) + "---:|---|"]
+        for lr, curve in sweep.items():
+            steps = sorted(curve)
+            drop = max((curve[a] - curve[b] for a, b in zip(steps, steps[1:])), default=0.0)
+            lines.append(f"| {lr:g} | " + " | ".join(f"{100 * curve[s]:.1f}" if s in curve else "" for s in evaluated)
+                         + f" | {100 * max(drop, 0.0):.1f} | {'yes' if lr == size.run.lr else ''} |")
+    reference = BASELINE
+    seeds = sorted({s for m, s in curves if m == reference})
+    for method in methods:
+        if method == reference:
+            continue
+        paired = [s for s in seeds if (method, s) in curves]
+        if not paired:
+            continue
+        primary = {s: auc(curves[(method, s)]["filtered"], last) - auc(curves[(reference, s)]["filtered"], last)
+                   for s in paired}
+        lines += ["", f"**Primary measure, {method} - {reference}**: the paired difference of the area under the "
+                  f"filtered held-out curve over steps 0-{last} (trapezoid rule, divided by {last}: the curve's "
+                  "mean height, points).", "",
+                  f"| seed | start's Avg@{k} (%) | {reference} AUC | {method} AUC | difference | at step {last} |",
+                  "|---:|---:|---:|---:|---:|---:|"]
+        for s in paired:
+            mine, theirs = curves[(method, s)]["filtered"], curves[(reference, s)]["filtered"]
+            lines.append(f"| {s} | {theirs[0]:.1f} | {auc(theirs, last):.1f} | {auc(mine, last):.1f} | "
+                         f"{primary[s]:+.1f} | {mine[last] - theirs[last]:+.1f} |")
+        diffs = list(primary.values())
+        lines.append("")
+        if len(diffs) < 2:
+            lines.append(f"One seed so far ({primary[paired[0]]:+.1f} points): no interval yet.")
+            continue
+        mean, half = mean_ci(diffs)
+        spread = sd(diffs)
+        needed = seeds_needed(spread, protocol.primary_effect) if spread > 0 else 2
+        verdict = (f"{method}'s area is {'higher' if mean > 0 else 'lower'} than {reference}'s on these seeds: the "
+                   "interval excludes 0" if excludes_zero(diffs) else "the interval includes 0: no difference is "
+                   "resolved on these seeds")
+        at_last = [curves[(method, s)]["filtered"][last] - curves[(reference, s)]["filtered"][last] for s in paired]
+        lines.append(
+            f"Mean difference {mean:+.1f} ± {half:.1f} points (95% t interval, {len(diffs)} seeds); {verdict}. The "
+            f"per-seed differences have SD {spread:.1f} points: resolving a {protocol.primary_effect:g}-point "
+            f"difference at 80% power (two-sided 5%) needs {needed} seeds"
+            + (" (the protocol stops at 10)" if needed > 10 else "")
+            + f"; {len(diffs)} {'are' if len(diffs) > 1 else 'is'} done. Secondary, described and not tested: "
+            f"at step {last} the paired difference is {_cell(at_last, 1.0, sign='+')} points")
+        unfiltered = [auc(curves[(method, s)]["unfiltered"], last) - auc(curves[(reference, s)]["unfiltered"], last)
+                      for s in paired if "unfiltered" in curves[(method, s)] and "unfiltered" in curves[(reference, s)]
+                      and len(curves[(method, s)]["unfiltered"]) == len(curves[(method, s)]["filtered"])]
+        if len(unfiltered) > 1:
+            lines[-1] += f"; on the unfiltered held-out set the AUC difference is {_cell(unfiltered, 1.0, sign='+')}"
+        lines[-1] += "."
+    evaluated_steps = sorted({r["step"] for r in rows})
+    run_means = _run_means(per_step)
+    lines += ["", f"Held-out Avg@{k} (filtered, %) by step, mean ± 95% interval over seeds, and what a step cost:", "",
+              "| method | seeds | " + " | ".join(f"step {s}" for s in evaluated_steps)
+              + " | responses / step | tokens / step | step time (s) |",
+              "|---|---:|" + "---:|" * (len(evaluated_steps) + 3)]
+    for method in methods:
+        cells = [_cell([r["heldout_acc"] for r in rows if r["method"] == method and r["step"] == s])
+                 for s in evaluated_steps]
+        means = [v for (m, _), v in sorted(run_means.items()) if m == method]
+        lines.append(f"| {method} | {len([1 for m, _ in curves if m == method])} | " + " | ".join(cells) + " | "
+                     + " | ".join(_cell([v[key] for v in means], 1, 0) for key in ("samples", "tokens", "wall_s"))
+                     + " |")
+    done = [r for r in runs if r["finished"]]
+    if done:
+        lines += ["", "Runs (date, machine, wall time with start-up, the start's weights; the record holds the "
+                  "command and every logged value):", "",
+                  "| method | seed | date | wall | machine | start | record |", "|---|---:|---|---:|---|---|---|"]
+        lines += [f"| {r['method']} | {r['seed']} | {r['date']} | {r['wall_s'] / 60:.1f} min | {r['machine']} | "
+                  f"{r.get('start', {}).get('fingerprint', '')} | "
+                  f"[{r['method']}_seed{r['seed']}.json]({records}/{r['method']}_seed{r['seed']}.json) |"
+                  for r in sorted(done, key=lambda r: (_method_order(r["method"]), r["seed"]))]
+    return "\n".join(lines)
+
+
 def _run_means(per_step: list[dict]) -> dict[tuple[str, int], dict[str, float]]:
     """(method, seed) -> each per-step value averaged over the run's steps."""
     runs: dict[tuple[str, int], list[dict]] = {}
@@ -365,7 +493,8 @@ def plot(rows: list[dict], size: Size, path: Path) -> None:
     plt.close(fig)
 
 
-def write_results(work: Path, results: Path, size: Size, data: dict, matched: dict, write: str | None) -> None:
+def write_results(work: Path, results: Path, size: Size, data: dict, matched: dict, write: str | None,
+                  protocol: Protocol = PROTOCOLS["first"], sweep: dict[float, dict[int, float]] | None = None) -> None:
     rows, per_step, runs = collect(work, results, size)
     balance = [s["samples"] for s in per_step if s["method"] == "balance"]
     if balance:
@@ -379,10 +508,11 @@ def write_results(work: Path, results: Path, size: Size, data: dict, matched: di
         plot(rows, size, results / "curves.png")
     if write:
         here = Path(write).resolve().parent
-        body = report(rows, per_step, runs, data, size, matched, os.path.relpath(results / "runs", here))
+        records = os.path.relpath(results / "runs", here)
+        body = (report(rows, per_step, runs, data, size, matched, records) if protocol.name == "first" else
+                report_paired(rows, per_step, runs, data, size, protocol, sweep or {}, records))
         rel = os.path.relpath(results / "curves.png", here)
-        title = "Learning, first protocol: Reinforce-Ada against GRPO on SmolLM2-135M, 3 seeds"
-        write_section(write, "learning", title,
+        write_section(write, protocol.section, protocol.title,
                       body + f"\n\n![held-out accuracy against step, samples and wall time]({rel})",
                       measured=measured_span(runs))
 

@@ -151,3 +151,96 @@ def test_methods_and_overrides():
 def test_the_matched_n_is_what_balance_draws_on_these_pass_rates():
     assert learning.balance_samples_per_prompt([0.0] * 8, n=4) == 32  # never resolves: N_max
     assert learning.balance_samples_per_prompt([0.5] * 64, n=4) == pytest.approx(8, abs=1.5)  # mostly one round
+
+
+def test_the_area_under_a_curve_is_its_mean_height_by_the_trapezoid_rule():
+    assert learning_report.auc({0: 30.0, 2: 40.0, 4: 32.0}, 4) == pytest.approx((30 + 2 * 40 + 32) / 4)
+    assert learning_report.auc({0: 10.0, 20: 10.0}, 20) == 10.0
+    with pytest.raises(ValueError, match=r"steps 0..4 is needed, got steps \[0, 2\]"):
+        learning_report.auc({0: 1.0, 2: 1.0}, 4)
+
+
+def test_the_learning_rate_rule_takes_the_first_rate_whose_curve_never_drops_too_far():
+    protocol = learning_protocol.PROTOCOLS["second"]
+    steady, dropping = {0: 0.3, 5: 0.35, 10: 0.34}, {0: 0.3, 5: 0.4, 10: 0.34}  # drops of 1 and 6 points
+    assert learning.choose_lr(protocol, {1e-5: steady, 3e-6: dropping}) == 1e-5
+    assert learning.choose_lr(protocol, {1e-5: dropping, 3e-6: steady}) == 3e-6
+    assert learning.choose_lr(protocol, {1e-5: dropping, 3e-6: dropping}) == 3e-6  # the last, when all drop
+    # the first protocol's records keep their size keys; the second's carry the warm-up and the start
+    assert "start" not in learning_protocol.DEFAULT.record()
+    assert protocol.size.record()["start"] == "format" and protocol.size.record()["warmup_steps"] == 3
+
+
+SECOND = learning_protocol.Protocol(
+    "second", replace(SIZE, warmup_steps=1, start="format"), SIZE, ("grpo_n4", "balance"), (0,),
+    "unused", "learning_second", "Learning, second protocol", sweep=(1e-5, 3e-6))
+
+
+def fake_session(monkeypatch, tmp_path, weights: bytes, curve) -> list[tuple]:
+    """``learning.main`` with everything that would start verl or vLLM replaced: the format checkpoint is a folder
+    holding ``weights``, and a run writes a record whose held-out curve is ``curve(method, seed, lr, step)``."""
+    calls = []
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text("{}")
+    files = {k: str(tmp_path / f"{k}.parquet") for k in ("train", "heldout_filtered", "heldout_all")}
+
+    def format_checkpoint(work, base, data, size):
+        start = work / "format"
+        start.mkdir(parents=True, exist_ok=True)
+        (start / "model.safetensors").write_bytes(weights)
+        return start
+
+    def train_run(method, seed, model, data, size, matched_n, work, results, prompt_tokens, start_id=None):
+        record = learning_report.record_path(results, method, seed)
+        if record.exists():
+            return record
+        calls.append((method, seed, size.run.lr, start_id))
+        steps = {s: step_values(s, 8, curve(method, seed, size.run.lr, s) if s % size.run.eval_every == 0 else None)
+                 for s in range(size.run.steps + 1)}
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"method": method, "seed": seed, "date": "2026-12-04", "machine": "test",
+                                      "wall_s": 60.0, "attempts": 1, "command": "x", "size": size.record(),
+                                      "start": {"model": str(model), "fingerprint": start_id}, "steps": steps}))
+        return record
+
+    monkeypatch.setitem(learning.PROTOCOLS, "second", SECOND)
+    monkeypatch.setattr(learning, "prepare_data", lambda *a: {"counts": {"train": 4, "test": 2}, "files": files,
+                                                              "pass_range": [0, 0.3125], "train_pass_rates": [0.2]})
+    monkeypatch.setattr(learning.demo, "longest_prompt", lambda *a: 16)
+    monkeypatch.setattr(learning, "format_checkpoint", format_checkpoint)
+    monkeypatch.setattr(learning, "train_run", train_run)
+    return calls
+
+
+def test_the_second_protocol_sweeps_then_pairs_each_seed_from_one_start(monkeypatch, tmp_path):
+    def curve(method, seed, lr, step):
+        if method == "grpo_n4":  # at 1e-5 it drops 8 points between steps 2 and 4: the rule takes 3e-6
+            return {0: 0.30, 2: 0.40, 4: 0.32}[step] if lr == 1e-5 else {0: 0.30, 2: 0.33, 4: 0.36}[step]
+        return {0: 0.30, 2: 0.35 + 0.01 * seed, 4: 0.40}[step]
+
+    args = ["--protocol", "second", "--model", str(tmp_path / "model"), "--work", str(tmp_path / "work"),
+            "--results", str(tmp_path / "results"), "--write", str(tmp_path / "RESULTS.md")]
+    calls = fake_session(monkeypatch, tmp_path, b"session one", curve)
+    learning.main([*args, "--seeds", "0", "1"])
+    one = learning.fingerprint(tmp_path / "work" / "format")
+    # the sweep first; its run at the chosen rate is GRPO-n4's seed 0, so seed 0 runs balance only
+    assert calls == [("grpo_n4", 0, 1e-5, one), ("grpo_n4", 0, 3e-6, one), ("balance", 0, 3e-6, one),
+                     ("grpo_n4", 1, 3e-6, one), ("balance", 1, 3e-6, one)]
+    # AUC (a0 + 2 a2 + a4) / 4: GRPO-n4 33.0, balance 35.0 and 35.5: differences +2.0 and +2.5
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "| 1e-05 | 30.0 | 40.0 | 32.0 | 8.0 |  |" in text and "| 3e-06 | 30.0 | 33.0 | 36.0 | 0.0 | yes |" in text
+    assert "| 0 | 30.0 | 33.0 | 35.0 | +2.0 | +4.0 |" in text and "| 1 | 30.0 | 33.0 | 35.5 | +2.5 | +4.0 |" in text
+    # t(1) = 12.706: 12.706 x 0.354 / sqrt(2) = 3.2
+    assert "Mean difference +2.2 ± 3.2 points (95% t interval, 2 seeds); the interval includes 0" in text
+    assert "SD 0.4 points: resolving a 5-point difference at 80% power (two-sided 5%) needs 2 seeds; 2 are done" in text
+
+    # the next session: another format checkpoint. Seed 0's pair stands; seed 2 had only GRPO-n4 done
+    learning.main([*args, "--seeds", "2", "--methods", "grpo_n4"])
+    calls = fake_session(monkeypatch, tmp_path, b"session two", curve)
+    (tmp_path / "work" / "format" / "model.safetensors").write_bytes(b"session two")
+    two = learning.fingerprint(tmp_path / "work" / "format")
+    learning.main([*args, "--seeds", "0", "2"])
+    assert calls == [("grpo_n4", 2, 3e-6, two), ("balance", 2, 3e-6, two)]
+    assert (tmp_path / "results" / "unpaired" / f"grpo_n4_seed2_{one}.json").exists()
+    assert "| 2 | 30.0 | 33.0 | 36.0 | +3.0 | +4.0 |" in (tmp_path / "RESULTS.md").read_text()
