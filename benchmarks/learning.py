@@ -67,6 +67,8 @@ from pathlib import Path
 from benchmarks.learning_protocol import (
     EASY,
     FILTERED,
+    FORMAT_LR,
+    FORMAT_SEED,
     FORMAT_STEPS,
     PROTOCOLS,
     UNFILTERED,
@@ -206,13 +208,10 @@ def balance_samples_per_prompt(pass_rates: list[float], n: int, repeats: int = 2
 # ------------------------------------------------------------------------------------------
 # the second protocol's start: the format checkpoint, and its learning-rate sweep
 # ------------------------------------------------------------------------------------------
-FORMAT_LR = 3e-5
-
-
-def format_checkpoint(work: Path, model: Path, data: dict, size: Size) -> Path:
-    """The common start after the answer format is learned: GRPO-n4 for ``FORMAT_STEPS`` steps at lr 3e-5
-    (seed 0, no warm-up) on the training prompts through verl's trainer, merged to a Hugging Face folder; made
-    once per ``work`` folder and kept there.
+def format_checkpoint(work: Path, model: Path, data: dict, size: Size, steps: int = FORMAT_STEPS) -> Path:
+    """The common start after the answer format is learned: GRPO-n4 for ``steps`` steps at lr 3e-5 (data and
+    sampling seed ``FORMAT_SEED``, no warm-up) on the training prompts through verl's trainer, merged to a
+    Hugging Face folder; made once per ``work`` folder and kept there.
 
     Training on a CPU is not bit-reproducible across machines and sessions, so a checkpoint made in another
     work folder differs a little: :func:`fingerprint` tells them apart, and runs are paired only on the same one.
@@ -220,21 +219,21 @@ def format_checkpoint(work: Path, model: Path, data: dict, size: Size) -> Path:
     from reinforce_ada.tasks.evaluate import hf_folder
 
     run_dir = work / "format_run"
-    checkpoint = run_dir / "checkpoints" / f"global_step_{FORMAT_STEPS}"
+    checkpoint = run_dir / "checkpoints" / f"global_step_{steps}"
     if (checkpoint / "actor" / "merged_hf" / "config.json").exists():
         return checkpoint / "actor" / "merged_hf"
     files = data["files"]
-    run = replace(size.run, steps=FORMAT_STEPS, lr=FORMAT_LR)
+    run = replace(size.run, steps=steps, lr=FORMAT_LR)
     prompt_tokens = demo.longest_prompt(model, [Path(files["train"]), Path(files["heldout_filtered"])])
     command = _with(
         demo.trainer_command("GRPO-n4", model, {"train": Path(files["train"]), "test": Path(files["heldout_filtered"])},
                              run, run_dir, prompt_tokens, overrides=method_overrides("grpo_n4", size, 4)[2]),
-        ["data.shuffle=true", "data.seed=0", "reinforce_ada.sampling_seed=0", "trainer.test_freq=-1",
-         f"trainer.save_freq={FORMAT_STEPS}", "trainer.resume_mode=auto",
+        ["data.shuffle=true", f"data.seed={FORMAT_SEED}", f"reinforce_ada.sampling_seed={FORMAT_SEED}",
+         "trainer.test_freq=-1", f"trainer.save_freq={steps}", "trainer.resume_mode=auto",
          f"trainer.default_local_dir={run_dir / 'checkpoints'}"])
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "command.txt").write_text(shlex.join(command) + "\n")
-    _say(f"start: {FORMAT_STEPS} steps of GRPO-n4 through verl's trainer to learn the answer format "
+    _say(f"start: {steps} steps of GRPO-n4 through verl's trainer to learn the answer format "
          f"(log {run_dir / 'trainer.log'})")
     with open(run_dir / "trainer.log", "w") as log:
         env = demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(run_dir / "metrics.jsonl")})
@@ -245,9 +244,16 @@ def format_checkpoint(work: Path, model: Path, data: dict, size: Size) -> Path:
 
 
 def fingerprint(model: Path) -> str:
-    """A short hash of a Hugging Face folder's weights: which start a run had."""
+    """A short hash of a Hugging Face folder's weights: which start a run had.
+
+    Raises:
+        FileNotFoundError: If the folder holds no ``*.safetensors`` (every such folder would hash the same).
+    """
+    weights = sorted(model.glob("*.safetensors"))
+    if not weights:
+        raise FileNotFoundError(f"{model}: no *.safetensors weights to fingerprint the start by")
     digest = hashlib.sha256()
-    for path in sorted(model.glob("*.safetensors")):
+    for path in weights:
         with open(path, "rb") as f:
             for block in iter(lambda: f.read(1 << 24), b""):
                 digest.update(block)
@@ -257,9 +263,11 @@ def fingerprint(model: Path) -> str:
 def choose_lr(protocol: Protocol, curves: dict[float, dict[int, float]]) -> float:
     """The protocol's rule: the first swept rate whose filtered held-out curve never drops by more than
     ``max_drop`` between consecutive evaluations; the last one if every curve does."""
+    limit = round(100 * protocol.max_drop, 6)
     for lr in protocol.sweep:
         steps = sorted(curves[lr])
-        if all(curves[lr][a] - curves[lr][b] <= protocol.max_drop for a, b in zip(steps, steps[1:])):
+        # in points, rounded: a drop of exactly the limit is not "more than" it
+        if all(round(100 * (curves[lr][a] - curves[lr][b]), 6) <= limit for a, b in zip(steps, steps[1:])):
             return lr
     return protocol.sweep[-1]
 
@@ -268,22 +276,29 @@ def sweep_folder(root: Path, lr: float) -> Path:
     return root / "sweep" / f"lr{lr:g}"
 
 
-def keep_pairable(results: Path, seed: int, names: list[str], start_id: str) -> None:
-    """A seed's methods compare only from the same start. Before a seed runs, its records from another start
-    (an earlier session's format checkpoint) are moved to ``results/unpaired/`` (kept, not deleted) unless
-    they already make a complete pair among themselves; the moved runs are then run again."""
+def record_start(path: Path) -> str | None:
+    """The fingerprint of the start a finished run's record says it had (None: none recorded)."""
+    return json.loads(path.read_text()).get("start", {}).get("fingerprint")
+
+
+def keep_pairable(results: Path, seed: int, names: list[str], start_id: str) -> list[str]:
+    """A seed's methods compare only from the same start. Before a seed runs, if one of ``names`` (every method
+    of the protocol and of this call) has no record yet, the seed's records from another start (an earlier
+    session's format checkpoint) are moved to ``results/unpaired/`` (kept, not deleted) and run again with the
+    rest, so that all of the seed's runs share this session's start. A seed whose methods are all done is left
+    as it is."""
     records = {name: record_path(results, name, seed) for name in names}
-    done = {name: json.loads(path.read_text()).get("start", {}).get("fingerprint")
-            for name, path in records.items() if path.exists()}
+    done = {name: record_start(path) for name, path in records.items() if path.exists()}
     foreign = [name for name, start in done.items() if start != start_id]
-    if not foreign or (len(done) == len(names) and len(set(done.values())) == 1):
-        return
+    if not foreign or len(done) == len(names):
+        return []
     (results / "unpaired").mkdir(parents=True, exist_ok=True)
     for name in foreign:
         target = results / "unpaired" / f"{name}_seed{seed}_{done[name]}.json"
         records[name].rename(target)
         _say(f"3/4 {name} seed {seed}: its record started from another checkpoint ({done[name]}, now {start_id}); "
              f"moved to {target} and run again so that seed {seed} pairs")
+    return foreign
 
 
 # ------------------------------------------------------------------------------------------
@@ -336,9 +351,12 @@ def run_command(
 RECORDED = ("reinforce_ada/", "val-core/", "timing_s/", "actor/", "response_length/", "critic/score/")
 
 
-def base_measured(results: Path, work: Path, size: Size, seed: int) -> bool:
-    """Whether some run of ``seed`` has validated the base model (step 0), finished or not."""
-    if any(r["seed"] == seed and 0 in r["steps"] for r in read_records(results, size)):
+def base_measured(results: Path, work: Path, size: Size, seed: int, start_id: str | None = None) -> bool:
+    """Whether some run of ``seed`` has validated its start (step 0), finished or not; with ``start_id``, only
+    a finished run from that start counts (this work folder's runs all have this session's start)."""
+    if any(r["seed"] == seed and 0 in r["steps"] and (start_id is None or
+                                                      r.get("start", {}).get("fingerprint") == start_id)
+           for r in read_records(results, size)):
         return True
     return any(0 in merged_steps(run_dir) for run_dir in (work / "runs").glob(f"*/seed{seed}"))
 
@@ -358,7 +376,7 @@ def train_run(
     if record.exists():
         _say(f"3/4 {name} seed {seed}: finished before, skipped ({record})")
         return record
-    validate_base = not base_measured(results, work, size, seed)
+    validate_base = not base_measured(results, work, size, seed, start_id)
     run_dir.mkdir(parents=True, exist_ok=True)
     attempt = len(list(run_dir.glob("metrics_*.jsonl")))
     command = run_command(method, seed, model, data, size, matched_n, run_dir, prompt_tokens, validate_base)
@@ -490,7 +508,7 @@ def main(argv: list[str] | None = None) -> None:
     prompt_tokens = demo.longest_prompt(model, [Path(files[k]) for k in ("train", "heldout_filtered", "heldout_all")])
     start, start_id = model, None
     if size.start == "format" and not args.report_only:
-        start = format_checkpoint(work, model, data, size)
+        start = format_checkpoint(work, model, data, size, steps=1 if args.quick else FORMAT_STEPS)
         start_id = fingerprint(start)
         _say(f"start: {start} (weights {start_id})")
     sweep = {}
@@ -502,9 +520,9 @@ def main(argv: list[str] | None = None) -> None:
                 train_run("grpo_n4", 0, start, data, swept, size.run.group_size, sweep_folder(work, lr),
                           sweep_folder(results, lr), prompt_tokens, start_id)
             if record.exists():
-                sweep[lr] = heldout_curve(json.loads(record.read_text()), size.run.eval_k)
+                sweep[lr] = json.loads(record.read_text())
         if len(sweep) == len(protocol.sweep):
-            lr = choose_lr(protocol, sweep)
+            lr = choose_lr(protocol, {rate: heldout_curve(record, size.run.eval_k) for rate, record in sweep.items()})
             size = replace(size, run=replace(size.run, lr=lr))
             _say(f"2/4 learning rate {lr:g}, by the protocol's rule on the sweep's curves")
             chosen = record_path(results, "grpo_n4", 0)
@@ -514,13 +532,19 @@ def main(argv: list[str] | None = None) -> None:
         elif not args.report_only:
             raise SystemExit("[learning] the learning-rate sweep did not finish: rerun to resume it")
     if not args.report_only:
-        todo = [(seed, method) for seed in seeds for method in methods]
-        for i, (seed, method) in enumerate(todo):
-            if start_id and method == methods[0]:
-                keep_pairable(results, seed, [method_overrides(m, size, matched["n"])[0] for m in methods], start_id)
-            _say(f"3/4 run {i + 1}/{len(todo)} ({demo.minutes(time.perf_counter() - started)} so far)")
-            train_run(method, seed, start, data, size, matched["n"], work, results, prompt_tokens, start_id)
-            write_results(work, results, size, data, matched, args.write, protocol, sweep)
+        total, done = len(seeds) * len(methods), 0
+        for seed in seeds:
+            seed_methods = list(methods)
+            if start_id:  # a seed's runs all start from this session's checkpoint
+                names = {method_overrides(m, size, matched["n"])[0]: m for m in [*protocol.methods, *methods]}
+                moved = [names[name] for name in keep_pairable(results, seed, list(names), start_id)]
+                seed_methods += [m for m in moved if m not in seed_methods]
+                total += len(seed_methods) - len(methods)
+            for method in seed_methods:
+                done += 1
+                _say(f"3/4 run {done}/{total} ({demo.minutes(time.perf_counter() - started)} so far)")
+                train_run(method, seed, start, data, size, matched["n"], work, results, prompt_tokens, start_id)
+                write_results(work, results, size, data, matched, args.write, protocol, sweep)
     write_results(work, results, size, data, matched, args.write, protocol, sweep)
     _say(f"4/4 results: {results / 'runs.json'}" + (f" and the {protocol.section} section of {args.write}"
                                                     if args.write else "")

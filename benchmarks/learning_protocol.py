@@ -31,7 +31,8 @@ class Size:
         warmup_steps: verl's linear learning-rate warm-up (the rate is k/warmup_steps of ``run.lr`` in step
             k + 1 while k < warmup_steps: 0 in the first step); 0 for a constant rate from the first step.
         start: Where every run starts: ``"base"``, the base model, or ``"format"``, the checkpoint after
-            ``FORMAT_STEPS`` steps of GRPO-n4 (lr 3e-5, seed 0) on the training prompts, made once per work folder.
+            ``FORMAT_STEPS`` steps of GRPO-n4 (lr 3e-5, seed ``FORMAT_SEED``) on the training prompts, made once per
+            work folder.
     """
 
     pool: int = 768
@@ -53,7 +54,7 @@ class Size:
     def differs_from(self, recorded: dict) -> list[str]:
         """The keys in which a record's size differs from this one. A key the record lacks (a setting added
         after it was made) counts only if this size has it off its default."""
-        mine, defaults = self.record(), DemoSize().__dict__
+        mine, defaults = self.record(), {**DemoSize().__dict__, "warmup_steps": 0, "start": "base"}
         return sorted(k for k, v in mine.items() if recorded.get(k, defaults.get(k, v)) != v or
                       (k not in recorded and k in defaults and v != defaults[k]))
 
@@ -66,6 +67,8 @@ QUICK = Size(
 METHODS = ("grpo_n4", "balance", "grpo_matched", "est", "pos")  # the order each seed runs them in
 
 FORMAT_STEPS = 5  # the first protocol's training responses without an answer fell from 34-56% to 0-10% by step 3
+FORMAT_LR = 3e-5  # the first protocol's rate
+FORMAT_SEED = 1000  # its prompts' order and first samples: no run's seed (0-9) repeats them
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class Protocol:
             is taken unless its filtered held-out curve drops by more than ``max_drop`` between consecutive
             evaluations (then the next, and so on). Empty: ``size.run.lr`` is used as it is.
         primary_effect: The AUC difference (points) the seed count is sized to resolve.
+        pilot_seeds: Seeds run before the seed count is computed.
     """
 
     name: str
@@ -96,6 +100,7 @@ class Protocol:
     sweep: tuple[float, ...] = ()
     max_drop: float = 0.05
     primary_effect: float = 5.0
+    pilot_seeds: int = 4
 
 
 SECOND_RUN = DemoSize(steps=20, eval_every=5, eval_k=4, lr=1e-5)
@@ -106,7 +111,7 @@ PROTOCOLS = {
     "second": Protocol(
         "second", Size(pool=1280, heldout_filtered=128, heldout_all=128, run=SECOND_RUN, warmup_steps=3,
                        start="format"),
-        replace(QUICK, warmup_steps=1, start="format"),
+        replace(QUICK, warmup_steps=1, start="format", run=replace(QUICK.run, steps=2)),  # step 2 at the full rate
         ("grpo_n4", "balance"), (0, 1, 2, 3), "benchmarks/results/learning_second", "learning_second",
         "Learning, second protocol: balance against GRPO-n4 from a common checkpoint, paired by seed",
         sweep=(1e-5, 3e-6)),

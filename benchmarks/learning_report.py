@@ -8,7 +8,17 @@ import math
 import os
 from pathlib import Path
 
-from benchmarks.learning_protocol import BASELINE, FILTERED, PROTOCOLS, UNFILTERED, Protocol, Size
+from benchmarks.learning_protocol import (
+    BASELINE,
+    FILTERED,
+    FORMAT_LR,
+    FORMAT_SEED,
+    FORMAT_STEPS,
+    PROTOCOLS,
+    UNFILTERED,
+    Protocol,
+    Size,
+)
 from benchmarks.results import write_section
 from benchmarks.stats import excludes_zero, mean_ci, sd, seeds_needed
 from reinforce_ada.demo.run import read_jsonl
@@ -222,11 +232,13 @@ def auc(curve: dict[int, float], last_step: int) -> float:
 
 
 def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data: dict, size: Size,
-                  protocol: Protocol, sweep: dict[float, dict[int, float]], records: str = "runs") -> str:
-    """The second protocol's RESULTS.md section: the sweep and its choice, then each method against GRPO-n4 paired
-    by seed on the primary measure (the filtered held-out curve's area over steps 0..last), the seeds that
-    measure needs, and the secondary measures. Finished runs only; every sentence computed from its rows."""
+                  protocol: Protocol, sweep: dict[float, dict], records: str = "runs") -> str:
+    """The second protocol's RESULTS.md section: the sweep (``sweep``: rate -> its run's record) and its choice,
+    then each method against GRPO-n4 paired by seed on the primary measure (the filtered held-out curve's area
+    over steps 0..last), the seeds that measure needs, and the secondary measures. Finished runs only, and a
+    seed's two runs only when they started from the same weights; every sentence computed from its rows."""
     finished = {(r["method"], r["seed"]) for r in runs if r["finished"]}
+    start_of = {(r["method"], r["seed"]): r.get("start", {}).get("fingerprint") for r in runs if r["finished"]}
     rows = [r for r in rows if (r["method"], r["seed"]) in finished]
     per_step = [r for r in per_step if (r["method"], r["seed"]) in finished]
     methods = sorted({r["method"] for r in rows}, key=_method_order)
@@ -236,37 +248,53 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
         for source, key in (("filtered", "heldout_acc"), ("unfiltered", "heldout_all_acc")):
             if r.get(key) is not None:
                 curves.setdefault((r["method"], r["seed"]), {}).setdefault(source, {})[r["step"]] = 100 * r[key]
+
+    def spans(method: str, seed: int, source: str = "filtered") -> bool:
+        curve = curves.get((method, seed), {}).get(source, {})
+        return 0 in curve and last in curve
+
     lines = [
-        f"SmolLM2-135M-Instruct through verl's trainer on this CPU, every run from one checkpoint after the answer "
-        f"format is learned ({data.get('format_steps', 5)} steps of GRPO-n4 at lr 3e-5, seed 0; made once per "
-        "session, and a seed's runs are compared only from the same one, by the hash of its weights). Data: "
-        f"{size.pool} questions of the demo task, {size.filter_k} base-model samples each, pass rate in "
-        f"({data['pass_range'][0]:g}, {data['pass_range'][1]:g}]: {counts.get('train', 0)} training prompts and "
-        f"{counts.get('test', 0)} filtered held-out questions; {size.heldout_all} unfiltered held-out questions. "
+        f"SmolLM2-135M-Instruct through verl's trainer on this CPU, every run from a checkpoint after the answer "
+        f"format is learned ({FORMAT_STEPS} steps of GRPO-n4 at lr {FORMAT_LR:g}, seed {FORMAT_SEED}), made in "
+        "each session; a seed's runs are compared only when they started from the same weights (the hash in the "
+        f"last table). Data: {size.pool} questions of the demo task, {size.filter_k} base-model samples each, pass "
+        f"rate in ({data['pass_range'][0]:g}, {data['pass_range'][1]:g}]: {counts.get('train', 0)} training prompts "
+        f"and {counts.get('test', 0)} filtered held-out questions; {size.heldout_all} unfiltered held-out questions. "
         f"{last} steps of {size.run.batch} prompts, n {size.run.group_size}, AdamW lr {size.run.lr:g} after verl's "
-        f"linear warm-up over {size.warmup_steps} steps (the rate is 0 in step 1), responses up to "
-        f"{size.run.max_response_tokens} tokens, temperature 1.0; held-out Avg@{k} every {size.run.eval_every} "
-        "steps. The design and its primary measure were fixed before the runs (docs/benchmarks.md). Command: "
+        f"linear warm-up over {size.warmup_steps} step(s) (the rate is 0 in step 1; verl logs the next step's "
+        f"rate), responses up to {size.run.max_response_tokens} tokens, temperature 1.0; held-out Avg@{k} every "
+        f"{size.run.eval_every} steps. The design and its primary measure were fixed before the runs "
+        "(docs/benchmarks.md). Command: "
         f"`python -m benchmarks.learning --protocol {protocol.name} --seeds S --write benchmarks/RESULTS.md`.",
     ]
     if sweep:
-        evaluated = sorted({s for curve in sweep.values() for s in curve})
+        complete = len(sweep) == len(protocol.sweep)
+        sweep_curves = {lr: heldout_curve(record, k) for lr, record in sweep.items()}
+        evaluated = sorted({s for curve in sweep_curves.values() for s in curve})
         lines += ["", f"Learning-rate sweep (GRPO-n4, seed 0; filtered held-out Avg@{k}, %; the rule: the first rate "
                   f"whose curve never drops by more than {100 * protocol.max_drop:g} points between consecutive "
-                  "evaluations):", "",
-                  "| lr | " + " | ".join(f"step {s}" for s in evaluated) + " | largest drop | taken |",
-                  "|---|" + "---:|" * len(evaluated) + "---:|---|"]
-        for lr, curve in sweep.items():
+                  "evaluations)" + ("" if complete else "; not finished, no rate taken yet") + ":", "",
+                  "| lr | " + " | ".join(f"step {s}" for s in evaluated) + " | largest drop | taken | start |",
+                  "|---|" + "---:|" * len(evaluated) + "---:|---|---|"]
+        for lr, curve in sweep_curves.items():
             steps = sorted(curve)
             drop = max((curve[a] - curve[b] for a, b in zip(steps, steps[1:])), default=0.0)
             lines.append(f"| {lr:g} | " + " | ".join(f"{100 * curve[s]:.1f}" if s in curve else "" for s in evaluated)
-                         + f" | {100 * max(drop, 0.0):.1f} | {'yes' if lr == size.run.lr else ''} |")
+                         + f" | {100 * max(drop, 0.0):.1f} | {'yes' if complete and lr == size.run.lr else ''} | "
+                         f"{sweep[lr].get('start', {}).get('fingerprint', '')} |")
+        chosen = sweep.get(size.run.lr)
+        if complete and chosen and (BASELINE, 0) in start_of and \
+                start_of[(BASELINE, 0)] != chosen.get("start", {}).get("fingerprint"):
+            lines += ["", f"{BASELINE}'s seed 0 is not the sweep's run: that run's pair was split across sessions, "
+                      "so seed 0 was run again from a later start."]
     reference = BASELINE
-    seeds = sorted({s for m, s in curves if m == reference})
     for method in methods:
         if method == reference:
             continue
-        paired = [s for s in seeds if (method, s) in curves]
+        both = sorted(s for m, s in curves if m == method and (reference, s) in curves)
+        paired = [s for s in both if start_of.get((method, s)) == start_of.get((reference, s))
+                  and spans(method, s) and spans(reference, s)]
+        left_out = [s for s in both if s not in paired]
         if not paired:
             continue
         primary = {s: auc(curves[(method, s)]["filtered"], last) - auc(curves[(reference, s)]["filtered"], last)
@@ -280,34 +308,42 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
             mine, theirs = curves[(method, s)]["filtered"], curves[(reference, s)]["filtered"]
             lines.append(f"| {s} | {theirs[0]:.1f} | {auc(theirs, last):.1f} | {auc(mine, last):.1f} | "
                          f"{primary[s]:+.1f} | {mine[last] - theirs[last]:+.1f} |")
-        diffs = list(primary.values())
         lines.append("")
+        if left_out:
+            lines.append(f"Left out: seed(s) {', '.join(map(str, left_out))}, whose two runs started from different "
+                         f"weights or lack an evaluation at step 0 or {last}.")
+        diffs = list(primary.values())
         if len(diffs) < 2:
-            lines.append(f"One seed so far ({primary[paired[0]]:+.1f} points): no interval yet.")
+            lines.append(f"One seed so far ({diffs[0]:+.1f} points): no interval yet.")
             continue
         mean, half = mean_ci(diffs)
         spread = sd(diffs)
-        needed = seeds_needed(spread, protocol.primary_effect) if spread > 0 else 2
         verdict = (f"{method}'s area is {'higher' if mean > 0 else 'lower'} than {reference}'s on these seeds: the "
                    "interval excludes 0" if excludes_zero(diffs) else "the interval includes 0: no difference is "
                    "resolved on these seeds")
+        if len(diffs) < protocol.pilot_seeds:
+            sizing = (f"{len(diffs)} of the {protocol.pilot_seeds} pilot seeds are done; the seeds needed are "
+                      "computed from all of them")
+        else:
+            needed = seeds_needed(spread, protocol.primary_effect) if spread > 0 else 2
+            sizing = (f"resolving a {protocol.primary_effect:g}-point difference at 80% power (two-sided 5%) needs "
+                      f"{needed} seeds" + (" (the protocol stops at 10)" if needed > 10 else "")
+                      + f"; {len(diffs)} are done")
         at_last = [curves[(method, s)]["filtered"][last] - curves[(reference, s)]["filtered"][last] for s in paired]
         lines.append(
             f"Mean difference {mean:+.1f} ± {half:.1f} points (95% t interval, {len(diffs)} seeds); {verdict}. The "
-            f"per-seed differences have SD {spread:.1f} points: resolving a {protocol.primary_effect:g}-point "
-            f"difference at 80% power (two-sided 5%) needs {needed} seeds"
-            + (" (the protocol stops at 10)" if needed > 10 else "")
-            + f"; {len(diffs)} {'are' if len(diffs) > 1 else 'is'} done. Secondary, described and not tested: "
+            f"per-seed differences have SD {spread:.1f} points; {sizing}. Secondary, described and not tested: "
             f"at step {last} the paired difference is {_cell(at_last, 1.0, sign='+')} points")
         unfiltered = [auc(curves[(method, s)]["unfiltered"], last) - auc(curves[(reference, s)]["unfiltered"], last)
-                      for s in paired if "unfiltered" in curves[(method, s)] and "unfiltered" in curves[(reference, s)]
-                      and len(curves[(method, s)]["unfiltered"]) == len(curves[(method, s)]["filtered"])]
+                      for s in paired if spans(method, s, "unfiltered") and spans(reference, s, "unfiltered")]
         if len(unfiltered) > 1:
-            lines[-1] += f"; on the unfiltered held-out set the AUC difference is {_cell(unfiltered, 1.0, sign='+')}"
+            lines[-1] += (f"; on the unfiltered held-out set the AUC difference is "
+                          f"{_cell(unfiltered, 1.0, sign='+')} ({len(unfiltered)} seeds)")
         lines[-1] += "."
     evaluated_steps = sorted({r["step"] for r in rows})
     run_means = _run_means(per_step)
-    lines += ["", f"Held-out Avg@{k} (filtered, %) by step, mean ± 95% interval over seeds, and what a step cost:", "",
+    lines += ["", f"Held-out Avg@{k} (filtered, %) by step, mean ± 95% interval over each method's finished seeds, "
+              "and what a step cost:", "",
               "| method | seeds | " + " | ".join(f"step {s}" for s in evaluated_steps)
               + " | responses / step | tokens / step | step time (s) |",
               "|---|---:|" + "---:|" * (len(evaluated_steps) + 3)]
@@ -494,7 +530,7 @@ def plot(rows: list[dict], size: Size, path: Path) -> None:
 
 
 def write_results(work: Path, results: Path, size: Size, data: dict, matched: dict, write: str | None,
-                  protocol: Protocol = PROTOCOLS["first"], sweep: dict[float, dict[int, float]] | None = None) -> None:
+                  protocol: Protocol = PROTOCOLS["first"], sweep: dict[float, dict] | None = None) -> None:
     rows, per_step, runs = collect(work, results, size)
     balance = [s["samples"] for s in per_step if s["method"] == "balance"]
     if balance:

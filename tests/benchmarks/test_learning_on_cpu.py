@@ -169,11 +169,22 @@ def test_the_learning_rate_rule_takes_the_first_rate_whose_curve_never_drops_too
     # the first protocol's records keep their size keys; the second's carry the warm-up and the start
     assert "start" not in learning_protocol.DEFAULT.record()
     assert protocol.size.record()["start"] == "format" and protocol.size.record()["warmup_steps"] == 3
+    # a record without them was made without a warm-up, from the base model: not the second protocol's
+    first_kind = {k: v for k, v in protocol.size.record().items() if k not in ("start", "warmup_steps")}
+    assert protocol.size.differs_from(first_kind) == ["start", "warmup_steps"]
+    assert learning_protocol.DEFAULT.differs_from(learning_protocol.DEFAULT.record()) == []
+    # exactly 5 points is not more than 5 (0.55 - 0.50 is a little above 0.05 in floating point)
+    assert learning.choose_lr(protocol, {1e-5: {0: 0.50, 5: 0.55, 10: 0.50}, 3e-6: steady}) == 1e-5
+
+
+def test_a_start_without_weights_has_no_fingerprint(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no \\*.safetensors weights"):
+        learning.fingerprint(tmp_path)
 
 
 SECOND = learning_protocol.Protocol(
     "second", replace(SIZE, warmup_steps=1, start="format"), SIZE, ("grpo_n4", "balance"), (0,),
-    "unused", "learning_second", "Learning, second protocol", sweep=(1e-5, 3e-6))
+    "unused", "learning_second", "Learning, second protocol", sweep=(1e-5, 3e-6), pilot_seeds=2)
 
 
 def fake_session(monkeypatch, tmp_path, weights: bytes, curve) -> list[tuple]:
@@ -185,7 +196,7 @@ def fake_session(monkeypatch, tmp_path, weights: bytes, curve) -> list[tuple]:
     (model / "config.json").write_text("{}")
     files = {k: str(tmp_path / f"{k}.parquet") for k in ("train", "heldout_filtered", "heldout_all")}
 
-    def format_checkpoint(work, base, data, size):
+    def format_checkpoint(work, base, data, size, steps):
         start = work / "format"
         start.mkdir(parents=True, exist_ok=True)
         (start / "model.safetensors").write_bytes(weights)
@@ -229,11 +240,12 @@ def test_the_second_protocol_sweeps_then_pairs_each_seed_from_one_start(monkeypa
                      ("grpo_n4", 1, 3e-6, one), ("balance", 1, 3e-6, one)]
     # AUC (a0 + 2 a2 + a4) / 4: GRPO-n4 33.0, balance 35.0 and 35.5: differences +2.0 and +2.5
     text = (tmp_path / "RESULTS.md").read_text()
-    assert "| 1e-05 | 30.0 | 40.0 | 32.0 | 8.0 |  |" in text and "| 3e-06 | 30.0 | 33.0 | 36.0 | 0.0 | yes |" in text
+    assert f"| 1e-05 | 30.0 | 40.0 | 32.0 | 8.0 |  | {one} |" in text
+    assert f"| 3e-06 | 30.0 | 33.0 | 36.0 | 0.0 | yes | {one} |" in text
     assert "| 0 | 30.0 | 33.0 | 35.0 | +2.0 | +4.0 |" in text and "| 1 | 30.0 | 33.0 | 35.5 | +2.5 | +4.0 |" in text
     # t(1) = 12.706: 12.706 x 0.354 / sqrt(2) = 3.2
     assert "Mean difference +2.2 ± 3.2 points (95% t interval, 2 seeds); the interval includes 0" in text
-    assert "SD 0.4 points: resolving a 5-point difference at 80% power (two-sided 5%) needs 2 seeds; 2 are done" in text
+    assert "SD 0.4 points; resolving a 5-point difference at 80% power (two-sided 5%) needs 2 seeds; 2 are done" in text
 
     # the next session: another format checkpoint. Seed 0's pair stands; seed 2 had only GRPO-n4 done
     learning.main([*args, "--seeds", "2", "--methods", "grpo_n4"])
@@ -244,3 +256,13 @@ def test_the_second_protocol_sweeps_then_pairs_each_seed_from_one_start(monkeypa
     assert calls == [("grpo_n4", 2, 3e-6, two), ("balance", 2, 3e-6, two)]
     assert (tmp_path / "results" / "unpaired" / f"grpo_n4_seed2_{one}.json").exists()
     assert "| 2 | 30.0 | 33.0 | 36.0 | +3.0 | +4.0 |" in (tmp_path / "RESULTS.md").read_text()
+
+    # a third session asks for balance alone on a seed whose GRPO-n4 ran before: both run from its start
+    learning.main([*args, "--seeds", "3", "--methods", "grpo_n4"])
+    calls = fake_session(monkeypatch, tmp_path, b"session three", curve)
+    (tmp_path / "work" / "format" / "model.safetensors").write_bytes(b"session three")
+    three = learning.fingerprint(tmp_path / "work" / "format")
+    learning.main([*args, "--seeds", "3", "--methods", "balance"])
+    assert calls == [("balance", 3, 3e-6, three), ("grpo_n4", 3, 3e-6, three)]
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "| 3 | 30.0 | 33.0 | 36.5 | +3.5 | +4.0 |" in text and "4 are done" in text
