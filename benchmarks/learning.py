@@ -235,9 +235,14 @@ def format_checkpoint(work: Path, model: Path, data: dict, size: Size, steps: in
     (run_dir / "command.txt").write_text(shlex.join(command) + "\n")
     _say(f"start: {steps} steps of GRPO-n4 through verl's trainer to learn the answer format "
          f"(log {run_dir / 'trainer.log'})")
+    env = demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(run_dir / "metrics.jsonl")})
     with open(run_dir / "trainer.log", "w") as log:
-        env = demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(run_dir / "metrics.jsonl")})
-        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        try:
+            code = process.wait()
+        except BaseException:
+            _stop(process)
+            raise
     if code != 0:
         demo.fail(f"the format run exited with status {code}", run_dir / "trainer.log", "learning")
     return hf_folder(checkpoint)
@@ -552,4 +557,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    # a kill (a timeout, a scheduler) becomes an exception, so that the trainer started in its own session stops too
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     main()
