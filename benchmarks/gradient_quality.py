@@ -21,12 +21,15 @@ measures the update itself, at fixed weights, for every method, on the same resp
    kept tokens). The second half gives each prompt's reference gradient of its pass rate, with a
    leave-one-out baseline (unbiased); the held-out pools give the held-out gradient.
 
-Per method, with bootstrap intervals over batches of prompts (each batch is a random set of ``batch``
-training prompts, replayed ``replays_per_batch`` times): the cosine of the update with the batch's reference
-gradient and with the held-out gradient; the first-order held-out gain of a unit-norm step (the held-out
-gradient's component along the update); the signal-to-noise ratio (squared norm of the expected update over
-the expected squared deviation from it, over replays of one batch) and the same per sample drawn. The reference
-gradients' own split-half reliability (cosine of two disjoint halves) says how high a cosine can be.
+Per method, averaged over batches of prompts (each batch a random set of ``batch`` training prompts, replayed
+``replays_per_batch`` times): the cosine of the update with the batch's reference gradient and with the
+held-out gradient; the first-order held-out gain of a unit-norm step (the held-out gradient's component along
+the update); the signal-to-noise ratio (squared norm of the expected update over the expected squared
+deviation from it, over replays of one batch) and the same per sample drawn. The primary measure, fixed before
+the first full run, is the cosine with the held-out gradient, compared as each method's paired difference (same
+batches, same replay orders) to GRPO-n4 and to balance. Batches share prompts, so the 95% intervals come from
+a jackknife over training prompts (each estimate recomputed without the batches holding one prompt). The
+reference gradients' own split-half reliability (cosine of two disjoint halves) says how high a cosine can be.
 
 Resumable: pools and sketches are saved per prompt as they are made (about 1.3 s of two CPU cores per
 response, 3584 responses, so about 85 minutes per checkpoint); the analysis reruns in minutes. Results:
@@ -48,12 +51,17 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.results import machine, write_section
+from benchmarks.stats import t_quantile
 from reinforce_ada.core.advantage import outcome_advantages
 from reinforce_ada.core.config import SamplerConfig
 from reinforce_ada.core.step import run_step
 from reinforce_ada.core.tracker import PassRateTracker, plan_first_requests
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+PAIRED_REFERENCES = ("grpo_n4", "balance")  # every method's paired difference is taken against these
+PRIMARY = "cos_heldout"  # fixed before the first full run: the update's cosine with the held-out gradient
 
 
 @dataclass(frozen=True)
@@ -66,13 +74,12 @@ class Size:
     batch: int = 8
     batches: int = 60
     replays_per_batch: int = 8
-    bootstrap: int = 1000
     max_tokens: int = 32
 
 
 DEFAULT = Size()
 QUICK = Size(train_prompts=4, train_k=64, heldout_prompts=4, heldout_k=8, dims=512, batch=2, batches=6,
-             replays_per_batch=4, bootstrap=50)
+             replays_per_batch=4)
 
 
 def method_configs(matched_n: int) -> dict[str, SamplerConfig]:
@@ -294,7 +301,8 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list[float], seed: int = 0) -> dict:
-    """Every method on the same batches and replay orders; per batch, its measures; bootstrap over batches."""
+    """Every method on the same batches and replay orders; per batch, its measures; intervals by a jackknife over
+    training prompts."""
     half = size.train_k // 2
     for row in train:  # reference half: the second half of each pool, in pool order
         row["reference"] = pass_rate_gradient(row["rewards"][half:], row["grads"][half:])
@@ -340,27 +348,43 @@ def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list
         if (b + 1) % 10 == 0 or b + 1 == len(batches):
             _say(f"analysis: {b + 1}/{len(batches)} batches replayed")
 
-    def summary(rows: list[dict]) -> dict:
-        def stat(values: list[float], fn=np.mean) -> list[float]:
-            rs = np.random.default_rng(seed + 1)
-            draws = [fn([values[i] for i in rs.integers(0, len(values), len(values))]) for _ in range(size.bootstrap)]
-            return [float(fn(values)), float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))]
+    # batches share prompts (each prompt is in about batch x batches / prompts of them), so batches are not
+    # independent units: intervals come from a jackknife over training prompts, each estimate recomputed without
+    # the batches that hold one prompt
+    holds = [set(int(x) for x in b) for b in batches]
+    leave_out = [[i for i, members in enumerate(holds) if prompt not in members] for prompt in range(len(train))]
 
-        snr = lambda idx: float(np.mean([rows[i]["signal"] for i in idx]) / np.mean([rows[i]["noise"] for i in idx]))  # noqa: E731
-        every = list(range(len(rows)))
-        rs = np.random.default_rng(seed + 2)
-        snr_draws = [snr(list(rs.integers(0, len(rows), len(rows)))) for _ in range(size.bootstrap)]
+    def jackknife(estimate) -> list[float]:
+        """``estimate(batch indices)`` over every batch, and its 95% interval."""
+        value = float(estimate(list(range(len(batches)))))
+        partial = np.array([estimate(kept) for kept in leave_out if kept])
+        n = len(partial)
+        half = float(t_quantile(0.975, n - 1) * np.sqrt((n - 1) / n * ((partial - partial.mean()) ** 2).sum()))
+        return [value, value - half, value + half]
+
+    def summary(rows: list[dict]) -> dict:
+        def mean_of(key: str):
+            return lambda idx: np.mean([rows[i][key] for i in idx])
+
+        def snr(idx: list[int]) -> float:
+            return float(np.mean([rows[i]["signal"] for i in idx]) / np.mean([rows[i]["noise"] for i in idx]))
+
         samples = float(np.mean([r["samples_per_prompt"] for r in rows]))
-        snr_all = snr(every)
+        ratio = jackknife(snr)
         return {
             "samples_per_prompt": samples,
-            "cos_train": stat([r["cos_train"] for r in rows]),
-            "cos_heldout": stat([r["cos_heldout"] for r in rows]),
-            "gain": stat([r["gain"] for r in rows]),
-            "snr": [snr_all, float(np.percentile(snr_draws, 2.5)), float(np.percentile(snr_draws, 97.5))],
-            "snr_per_sample": [v / samples for v in
-                               (snr_all, float(np.percentile(snr_draws, 2.5)), float(np.percentile(snr_draws, 97.5)))],
+            "cos_train": jackknife(mean_of("cos_train")),
+            "cos_heldout": jackknife(mean_of("cos_heldout")),
+            "gain": jackknife(mean_of("gain")),
+            "snr": ratio,
+            "snr_per_sample": [v / samples for v in ratio],
         }
+
+    def paired(name: str, reference: str, key: str) -> list[float]:
+        return jackknife(lambda idx: np.mean([per_batch[name][i][key] - per_batch[reference][i][key] for i in idx]))
+
+    differences = {reference: {name: {key: paired(name, reference, key) for key in ("cos_heldout", "cos_train")}
+                               for name in configs if name != reference} for reference in PAIRED_REFERENCES}
 
     reliability = {
         "train_split_half": cosine(sum(r["ref_a"] for r in train), sum(r["ref_b"] for r in train)),
@@ -372,6 +396,7 @@ def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list
         reliability[key.replace("split_half", "full")] = 2 * rho / (1 + rho) if rho > -1 else float("nan")
     return {"matched_n": matched, "balance_samples_per_prompt": float(np.mean(balance_drawn)) / size.batch,
             "reliability": reliability, "methods": {name: summary(rows) for name, rows in per_batch.items()},
+            "paired": differences,
             "pass_rate_train": float(np.mean([r["rewards"].mean() for r in train])),
             "pass_rate_heldout": float(np.mean([q["rewards"].mean() for q in heldout]))}
 
@@ -397,7 +422,8 @@ def report(results: dict) -> str:
             f"{size['heldout_k']} "
             f"(pass rate {100 * ckpt['pass_rate_heldout']:.1f}%); gradients sketched to {size['dims']} dimensions; "
             f"{size['batches']} batches of {size['batch']} prompts, each replayed {size['replays_per_batch']} times. "
-            f"Mean [95% bootstrap interval over batches]. The matched GRPO is grpo_n{ckpt['matched_n']} (balance drew "
+            "Mean [95% interval, jackknife over training prompts]. "
+            f"The matched GRPO is grpo_n{ckpt['matched_n']} (balance drew "
             f"{ckpt['balance_samples_per_prompt']:.1f} responses per prompt on these pools). Reference reliability "
             f"(cosine of two disjoint halves; full-size by Spearman-Brown): training {rel['train_split_half']:.3f} "
             f"({rel['train_full']:.3f}), held-out {rel['heldout_split_half']:.3f} ({rel['heldout_full']:.3f}); "
@@ -411,6 +437,12 @@ def report(results: dict) -> str:
             lines.append(f"| {method} | {m['samples_per_prompt']:.1f} | {_cell(m['cos_train'])} | "
                          f"{_cell(m['cos_heldout'])} | {_cell(m['gain'], 4)} | {_cell(m['snr'])} | "
                          f"{_cell(m['snr_per_sample'], 4)} |")
+        for reference, rows in ckpt.get("paired", {}).items():
+            lines += ["", f"Paired difference to {reference} on the same batches and replays (primary: the cosine "
+                      "with the held-out gradient):", "",
+                      "| method | cos with held-out gradient | cos with batch reference |", "|---|---:|---:|"]
+            lines += [f"| {method} | {_cell(d['cos_heldout'], 4)} | {_cell(d['cos_train'], 4)} |"
+                      for method, d in rows.items()]
         lines += ["", f"Command: `{ckpt['command']}`", ""]
     return "\n".join(lines)
 

@@ -54,7 +54,7 @@ def synthetic_pools(count: int, k: int, dims: int, seed: int) -> list[dict]:
 
 def test_the_replays_measure_every_method_on_the_same_batches():
     size = gq.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=5,
-                   replays_per_batch=3, bootstrap=20)
+                   replays_per_batch=3)
     train, heldout = synthetic_pools(12, 64, 32, 0), synthetic_pools(6, 16, 32, 1)
     result = gq.analyse(train, heldout, size, [0.3] * 12)
     assert set(result["methods"]) == set(gq.method_configs(result["matched_n"]))
@@ -73,7 +73,7 @@ def test_the_replays_measure_every_method_on_the_same_batches():
 
 def test_the_report_tables_every_method_with_its_interval(tmp_path):
     size = gq.Size(train_prompts=8, train_k=64, heldout_prompts=4, heldout_k=8, dims=16, batch=4, batches=3,
-                   replays_per_batch=2, bootstrap=10)
+                   replays_per_batch=2)
     result = gq.analyse(synthetic_pools(8, 64, 16, 2), synthetic_pools(4, 8, 16, 3), size, [0.3] * 8)
     ckpt = {**result, "size": vars(size), "date": "2026-12-03", "machine": "test", "wall_hours": 0.1, "command": "x"}
     text = gq.report({"checkpoints": {"base": ckpt}})
@@ -109,3 +109,21 @@ def test_pools_and_sketches_are_made_once_and_resume(tmp_path):
     gq.make_pools(tmp_path / "pools", model, prompts, 4, size, seed=0, sampler=sampler)
     gq.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, prompts, size)
     assert calls == [2] and (tmp_path / "sketch" / "grad_0.npy").stat().st_mtime == before
+
+
+def test_paired_differences_are_taken_on_the_same_batches_with_a_jackknife_over_prompts():
+    size = gq.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=8,
+                   replays_per_batch=3)
+    result = gq.analyse(synthetic_pools(12, 64, 32, 4), synthetic_pools(6, 16, 32, 5), size, [0.3] * 12)
+    for reference in gq.PAIRED_REFERENCES:
+        rows = result["paired"][reference]
+        assert reference not in rows and set(rows) == set(result["methods"]) - {reference}
+        for method, d in rows.items():
+            value, low, high = d[gq.PRIMARY]
+            assert low <= value <= high
+            # the mean of per-batch differences is the difference of the per-method means
+            expected = result["methods"][method][gq.PRIMARY][0] - result["methods"][reference][gq.PRIMARY][0]
+            assert value == pytest.approx(expected)
+    text = gq.report({"checkpoints": {"base": {**result, "size": vars(size), "date": "d", "machine": "m",
+                                               "wall_hours": 0.1, "command": "x"}}})
+    assert "Paired difference to grpo_n4" in text and "jackknife over training prompts" in text
