@@ -76,7 +76,14 @@ from benchmarks.learning_protocol import (
     Size,
     method_overrides,
 )
-from benchmarks.learning_report import heldout_curve, merged_steps, read_records, record_path, write_results
+from benchmarks.learning_report import (
+    heldout_curve,
+    merged_steps,
+    read_records,
+    record_path,
+    start_of_record,
+    write_results,
+)
 from benchmarks.results import machine
 from reinforce_ada.demo import run as demo
 from reinforce_ada.demo import task as demo_task
@@ -281,11 +288,6 @@ def sweep_folder(root: Path, lr: float) -> Path:
     return root / "sweep" / f"lr{lr:g}"
 
 
-def record_start(path: Path) -> str | None:
-    """The fingerprint of the start a finished run's record says it had (None: none recorded)."""
-    return json.loads(path.read_text()).get("start", {}).get("fingerprint")
-
-
 def keep_pairable(results: Path, seed: int, names: list[str], start_id: str) -> list[str]:
     """A seed's methods compare only from the same start. Before a seed runs, if one of ``names`` (every method
     of the protocol and of this call) has no record yet, the seed's records from another start (an earlier
@@ -293,7 +295,7 @@ def keep_pairable(results: Path, seed: int, names: list[str], start_id: str) -> 
     rest, so that all of the seed's runs share this session's start. A seed whose methods are all done is left
     as it is."""
     records = {name: record_path(results, name, seed) for name in names}
-    done = {name: record_start(path) for name, path in records.items() if path.exists()}
+    done = {name: start_of_record(json.loads(path.read_text())) for name, path in records.items() if path.exists()}
     foreign = [name for name, start in done.items() if start != start_id]
     if not foreign or len(done) == len(names):
         return []
@@ -360,7 +362,7 @@ def base_measured(results: Path, work: Path, size: Size, seed: int, start_id: st
     """Whether some run of ``seed`` has validated its start (step 0), finished or not; with ``start_id``, only
     a finished run from that start counts (this work folder's runs all have this session's start)."""
     if any(r["seed"] == seed and 0 in r["steps"] and (start_id is None or
-                                                      r.get("start", {}).get("fingerprint") == start_id)
+                                                      start_of_record(r) == start_id)
            for r in read_records(results, size)):
         return True
     return any(0 in merged_steps(run_dir) for run_dir in (work / "runs").glob(f"*/seed{seed}"))

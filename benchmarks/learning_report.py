@@ -212,6 +212,11 @@ def report(
     return "\n".join(lines)
 
 
+def start_of_record(record: dict) -> str | None:
+    """The fingerprint of the start weights a run's record names (None: the first protocol's, from the base model)."""
+    return record.get("start", {}).get("fingerprint")
+
+
 def heldout_curve(record: dict, eval_k: int, source: str = FILTERED) -> dict[int, float]:
     """Step -> held-out Avg@k of a run's record (its evaluated steps only)."""
     key = f"val-core/{source}/reward/mean@{eval_k}"
@@ -238,7 +243,7 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
     over steps 0..last), the seeds that measure needs, and the secondary measures. Finished runs only, and a
     seed's two runs only when they started from the same weights; every sentence computed from its rows."""
     finished = {(r["method"], r["seed"]) for r in runs if r["finished"]}
-    start_of = {(r["method"], r["seed"]): r.get("start", {}).get("fingerprint") for r in runs if r["finished"]}
+    start_of = {(r["method"], r["seed"]): start_of_record(r) for r in runs if r["finished"]}
     rows = [r for r in rows if (r["method"], r["seed"]) in finished]
     per_step = [r for r in per_step if (r["method"], r["seed"]) in finished]
     methods = sorted({r["method"] for r in rows}, key=_method_order)
@@ -284,7 +289,7 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
                          f"{sweep[lr].get('start', {}).get('fingerprint', '')} |")
         chosen = sweep.get(size.run.lr)
         if complete and chosen and (BASELINE, 0) in start_of and \
-                start_of[(BASELINE, 0)] != chosen.get("start", {}).get("fingerprint"):
+                start_of[(BASELINE, 0)] != start_of_record(chosen):
             lines += ["", f"{BASELINE}'s seed 0 is not the sweep's run: that run's pair was split across sessions, "
                       "so seed 0 was run again from a later start."]
     reference = BASELINE
