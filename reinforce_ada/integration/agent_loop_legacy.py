@@ -22,6 +22,7 @@ from reinforce_ada.core.groups import candidates
 from reinforce_ada.core.sampler import RewardError
 from reinforce_ada.core.seeding import sample_seed
 from reinforce_ada.core.tracker import prompt_identities
+from reinforce_ada.integration.agents import TOOL_CALLS, Episode, EpisodeTally, count_tool_calls
 from reinforce_ada.integration.handover import pop_step_metrics
 from reinforce_ada.integration.rollout import (
     RewardTally,
@@ -36,7 +37,12 @@ SAMPLE_SEED = "__reinforce_ada_sample_seed__"
 
 
 class _SeededAgentLoopWorker(AgentLoopWorker):
-    """verl's legacy agent-loop worker; a row's ``SAMPLE_SEED`` becomes its vLLM request's seed."""
+    """verl's legacy agent-loop worker; a row's ``SAMPLE_SEED`` becomes its vLLM request's seed, and ``tool_agent``
+    counts its tool calls."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        count_tool_calls()
 
     async def _run_agent_loop(self, sampling_params, trajectory, *, agent_name, trace=True, **kwargs):
         seed = kwargs.pop(SAMPLE_SEED, None)
@@ -79,6 +85,7 @@ class AdaptiveManagerLegacy(AgentLoopManager):
         timing: dict[str, float] = {}
         reward_extra_keys: list[str] = []
         reward_tally = RewardTally()
+        episodes = EpisodeTally()
 
         step = prompts.meta_info.get("global_steps", 0)
         seeds = _RowSeeds(base, step, self.sampler_config.sampling_seed)
@@ -107,6 +114,7 @@ class AdaptiveManagerLegacy(AgentLoopManager):
                     if k in extra and all(is_number(v) for v in extra[k])
                 },
             )
+            episodes.add(_episodes(output))
             rewards = output.batch["rm_scores"].sum(dim=-1).tolist()
             if not all(math.isfinite(r) for r in rewards):
                 raise RewardError(
@@ -139,11 +147,25 @@ class AdaptiveManagerLegacy(AgentLoopManager):
         result = run_sampling(len(base), step, self.sampler_config, generate)
         kept_rows = [held_rows[(p, i)] for p, group in enumerate(result.groups) for i in group.kept]
         output = held.select_idxs(np.array(kept_rows, dtype=np.int64))
-        publish_step(result, [str(u) for u in base.non_tensor_batch["uid"]], reward_tally)
+        episodes.add(_episodes(output), kept=True)
+        publish_step(result, [str(u) for u in base.non_tensor_batch["uid"]], reward_tally, episodes=episodes)
         # The legacy trainer logs the rollout's `timing` dict (as timing_s/...); our metrics ride along.
         timing.update(pop_step_metrics())
         output.meta_info = {"timing": timing, "reward_extra_keys": reward_extra_keys}
         return output
+
+
+def _episodes(output: DataProto) -> list[Episode]:
+    """Each row's counts: verl's ``__num_turns__``, the ``tool_calls`` its agent loop reported, and its response
+    tokens outside the ``response_mask``."""
+    turns = output.non_tensor_batch.get("__num_turns__")
+    turns = [2] * len(output) if turns is None else turns.tolist()
+    calls = output.non_tensor_batch.get(TOOL_CALLS)
+    calls = [0] * len(output) if calls is None else [0 if c is None else int(c) for c in calls]
+    response_length = output.batch["response_mask"].shape[1]
+    real = output.batch["attention_mask"][:, -response_length:].sum(-1)  # response tokens, padding left out
+    env_tokens = (real - output.batch["response_mask"].sum(-1)).tolist()
+    return [Episode(int(t), c, int(e)) for t, c, e in zip(turns, calls, env_tokens)]
 
 
 class _RowSeeds:

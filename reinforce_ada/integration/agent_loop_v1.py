@@ -37,6 +37,7 @@ from reinforce_ada.core.tracker import (
     prompt_identities,
     prompt_identity,
 )
+from reinforce_ada.integration.agents import Episode, EpisodeTally, count_tool_calls, tool_calls_of
 from reinforce_ada.integration.checkpoint import load_tracker, resumed_checkpoint_dir
 from reinforce_ada.integration.rollout import (
     RewardTally,
@@ -100,6 +101,7 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
 
     def __init__(self, config, *args, **kwargs):
         super().__init__(config, *args, **kwargs)
+        count_tool_calls()
         self._records: dict[str, list[SampleRecord]] = {}  # uid -> records of its running request
         self._prompt_done: dict[str, asyncio.Future] = {}  # uid -> set when its request settles
         self._sampling_seed = sampling_seed(config)
@@ -147,6 +149,11 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
                         if is_number(v)
                     },
                     response_tokens=sum(sum(o.response_mask) for o in outputs),
+                    episode=Episode(
+                        turns=int(final.num_turns),
+                        tool_calls=sum(tool_calls_of(o.extra_fields) for o in outputs),
+                        env_tokens=sum(len(o.response_mask) - sum(o.response_mask) for o in outputs),
+                    ),
                 )
             )
 
@@ -309,7 +316,8 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
         ]
         if unkept:
             self._clear_samples(unkept)
-        publish_step(result, book.uids, book.reward_tally, tracker_metrics)
+        book.episodes.add((book.episode[key] for key in kept), kept=True)
+        publish_step(result, book.uids, book.reward_tally, tracker_metrics, book.episodes)
 
 
 def _prompt_keys(prompts) -> list[str] | None:
@@ -338,6 +346,8 @@ class _RequestBook:
         self.pool_sessions: list[list[int]] = [[] for _ in self.uids]
         self.outputs_per_sample: dict[tuple[str, int], int] = {}
         self.reward_tally = RewardTally()
+        self.episode: dict[tuple[str, int], Episode] = {}  # (uid, session) -> its counts
+        self.episodes = EpisodeTally()
         self.next_slot = [0] * len(self.uids)  # per prompt: first attempts asked for
         self.failed_slots: list[list[int]] = [[] for _ in self.uids]  # of the last request, awaiting their redraw
         self.request_slots: dict[int, tuple[list[int], bool]] = {}  # prompt -> its request in flight: slots, redraw
@@ -388,6 +398,8 @@ class _RequestBook:
         for r in records:
             if math.isfinite(r.reward):
                 self.reward_tally.add(1, r.response_tokens, r.reward_seconds, r.reward_extra)
+                self.episode[(r.uid, r.session)] = r.episode
+                self.episodes.add([r.episode])
         return rewards
 
 

@@ -16,6 +16,7 @@ from reinforce_ada.core.config import SamplerConfig
 from reinforce_ada.core.schedules import AsyncProgress
 from reinforce_ada.core.step import StepResult, run_step
 from reinforce_ada.integration import handover
+from reinforce_ada.integration.agents import Episode, EpisodeTally
 
 
 class SampleRecord(NamedTuple):
@@ -28,6 +29,7 @@ class SampleRecord(NamedTuple):
     reward_seconds: float
     reward_extra: dict  # the numeric extra keys a reward function returned next to its score
     response_tokens: int  # tokens the model generated (a multi-turn loop's tool outputs are not counted)
+    episode: Episode = Episode(2, 0, 0)  # a single-turn sample's
 
 
 class RewardTally:
@@ -60,13 +62,14 @@ def is_number(value) -> bool:
 
 
 def publish_step(
-    result: StepResult, uids: Sequence[str], rewards: RewardTally, extra: Mapping[str, float] | None = None
+    result: StepResult, uids: Sequence[str], rewards: RewardTally, extra: Mapping[str, float] | None = None,
+    episodes: EpisodeTally | None = None,
 ) -> None:
     """Hands the step's pool statistics and metrics over (:mod:`reinforce_ada.integration.handover`) and prints
     its summary line."""
     # reward_latency_mean: seconds from a sample's reward request to its score; scoring overlaps
     # with the generation of other samples, so it is not added to rollout_seconds.
-    metrics = {**result.metrics(), **rewards.metrics(), **(extra or {})}
+    metrics = {**result.metrics(), **rewards.metrics(), **(episodes.metrics() if episodes else {}), **(extra or {})}
     handover.publish({uid: g.stats for uid, g in zip(uids, result.groups) if not g.dropped}, metrics)
     rounds = (
         f"{metrics['rounds']:.0f} rounds"

@@ -39,6 +39,7 @@ def v1_manager(config, drop_session=None, rewards=None, outputs=1):
     """The V1 manager on fake workers; ``drop_session`` (uid, session) or a set of them come back without a record;
     ``outputs``: what a sample stores in TransferQueue (a multi-turn agent loop may store several)."""
     from reinforce_ada.integration.agent_loop_v1 import SESSION_OFFSET, AdaptiveManagerV1
+    from reinforce_ada.integration.agents import Episode
     from reinforce_ada.integration.rollout import SampleRecord
 
     rewards = rewards or REWARDS
@@ -53,7 +54,8 @@ def v1_manager(config, drop_session=None, rewards=None, outputs=1):
         counts, offsets = list(batch["__rollout_n__"]), list(batch[SESSION_OFFSET])
         manager.requests.append({u: (c, o) for u, c, o in zip(uids, counts, offsets)})
         return [
-            SampleRecord(u, s, float(rewards[u][s]), outputs, 0.001, {"no_answer": 1.0 - rewards[u][s]}, 5)
+            SampleRecord(u, s, float(rewards[u][s]), outputs, 0.001, {"no_answer": 1.0 - rewards[u][s]}, 5,
+                         Episode(2 + 2 * (s % 2), s % 2, 3 * (s % 2)))  # odd sessions: an episode with a tool call
             for u, c, o in zip(uids, counts, offsets)
             for s in range(o, o + c)
             if (u, s) not in dropped
@@ -126,6 +128,23 @@ def test_v1_non_finite_score_counts_as_failed_and_its_sample_is_cleared(publishe
     assert "easy_1_0" in manager.cleared  # the stored sample with the NaN score never reaches the update
     assert pop_step_metrics()["reinforce_ada/samples_failed"] == 1
     assert "the test reward returned a non-finite score" in capsys.readouterr().err
+
+
+def test_v1_logs_turns_tool_calls_and_tool_tokens_over_drawn_and_kept_episodes(published):
+    from reinforce_ada.integration.handover import pop_step_metrics
+
+    manager = v1_manager(SamplerConfig())
+    manager.generate_sequences(v1_prompts())
+    drawn = [s for u in UIDS for s in range(sum(r[u][0] for r in manager.requests if u in r))]
+    kept = [s for u in UIDS for s in range(sum(r[u][0] for r in manager.requests if u in r))
+            if f"{u}_{s}_0" not in manager.cleared]
+    assert len(kept) == 12 < len(drawn)
+    metrics = pop_step_metrics()
+    for prefix, sessions in (("", drawn), ("kept_", kept)):
+        odd = sum(s % 2 for s in sessions) / len(sessions)
+        assert metrics[f"reinforce_ada/agent/{prefix}turns_mean"] == pytest.approx(2 + 2 * odd)
+        assert metrics[f"reinforce_ada/agent/{prefix}tool_calls_mean"] == pytest.approx(odd)
+        assert metrics[f"reinforce_ada/agent/{prefix}env_tokens_mean"] == pytest.approx(3 * odd)
 
 
 def test_v1_prompt_whose_redraw_fails_keeps_what_it_has(published):
@@ -254,7 +273,8 @@ def test_v1_async_failed_sample_is_redrawn_as_in_the_rounds(published):
 
 
 def test_worker_keeps_concurrent_requests_apart(monkeypatch):
-    """Two run_requests calls on one worker, their samples interleaved: each gets its own records."""
+    """Two run_requests calls on one worker, their samples interleaved: each gets its own records, with each
+    episode's turns, tool calls and tool tokens (odd sessions are episodes with one tool call)."""
     import asyncio
     import random
     from types import SimpleNamespace
@@ -270,9 +290,11 @@ def test_worker_keeps_concurrent_requests_apart(monkeypatch):
         async def session(i):
             await asyncio.sleep(rng.random() / 100)
             score = float(REWARDS[prompt["uid"]][i])
+            tool = i % 2  # the model's tokens, then the tool's 5 (masked), then the model's answer
             output = SimpleNamespace(
-                reward_score=score, metrics=SimpleNamespace(compute_score=0.0), extra_fields={"reward_extra_info": {}},
-                response_mask=[1] * (i % 3 + 1),
+                reward_score=score, metrics=SimpleNamespace(compute_score=0.0),
+                extra_fields={"reward_extra_info": {}, "tool_calls": tool},
+                response_mask=[1] * (i % 3 + 1) + [0] * 5 * tool + [1] * tool, num_turns=2 + 2 * tool,
             )
             await self._agent_loop_postprocess(output, False, uid=prompt["uid"], session_id=i)
 
@@ -312,7 +334,8 @@ def test_worker_keeps_concurrent_requests_apart(monkeypatch):
     assert [r.reward for r in sorted(late)] == [float(x) for x in REWARDS["late"][16:24]]
     assert sorted(r.session for r in easy) == list(range(8)) and {r.uid for r in easy} == {"easy"}
     assert sorted(r.session for r in never) == list(range(28, 32))
-    assert all(r.response_tokens == r.session % 3 + 1 for r in late + easy + never)
+    assert all(r.response_tokens == r.session % 3 + 1 + r.session % 2 for r in late + easy + never)
+    assert all(r.episode == (2 + 2 * (r.session % 2), r.session % 2, 5 * (r.session % 2)) for r in late + easy + never)
     assert worker._records == {} and worker._prompt_done == {}  # nothing left behind
 
 
@@ -337,10 +360,17 @@ def legacy_manager(config):
         rewards = torch.tensor([float(REWARDS[u][s]) for u, s in zip(uids, sessions)])
         rm_scores = torch.zeros(len(uids), 4)
         rm_scores[:, -1] = rewards
-        response_mask = torch.tensor([[1, 1, 1, 0]] * len(uids))  # 3 generated tokens, then padding
+        # 3 generated tokens, then padding; an odd session is an episode: 1 generated, 2 of a tool's, 1 generated
+        tool = torch.tensor(sessions) % 2
+        response_mask = torch.tensor([[1, 1, 1, 0]] * len(uids))
+        response_mask[tool == 1] = torch.tensor([1, 0, 0, 1])
+        attention_mask = torch.tensor([[1, 1, 1, 1, 1, 0]] * len(uids))  # 2 prompt tokens, then the response
+        attention_mask[tool == 1, -1] = 1
         out = DataProto.from_dict(
-            tensors={"rm_scores": rm_scores, "session": torch.tensor(sessions), "response_mask": response_mask},
-            non_tensors={"uid": np.array(uids, dtype=object), "acc": rewards.numpy().astype(object)},
+            tensors={"rm_scores": rm_scores, "session": torch.tensor(sessions), "response_mask": response_mask,
+                     "attention_mask": attention_mask},
+            non_tensors={"uid": np.array(uids, dtype=object), "acc": rewards.numpy().astype(object),
+                         "__num_turns__": (2 + 2 * tool).numpy(), "tool_calls": tool.numpy().astype(object)},
             meta_info={"timing": {"agent_loop/compute_score/mean": 0.002}, "reward_extra_keys": ["acc"]},
         )
         return out
@@ -370,7 +400,16 @@ def test_legacy_returns_n_samples_per_prompt_in_prompt_order(published):
     assert output.meta_info["timing"]["reinforce_ada/samples_total"] == 64
     assert output.meta_info["timing"]["reinforce_ada/reward/acc"] == pytest.approx(7 / 64)
     assert output.meta_info["timing"]["reinforce_ada/reward_latency_mean"] == pytest.approx(0.002)
-    assert output.meta_info["timing"]["reinforce_ada/response_tokens_total"] == 64 * 3
+    # odd sessions are episodes with a tool call: 2 generated tokens, 2 of the tool's, 4 turns
+    timing = output.meta_info["timing"]
+    drawn = [s for u in UIDS for s in range(sum(request[u][0] for request in manager.requests if u in request))]
+    kept = [s for u in UIDS for s in EXPECTED_KEPT[u]]
+    assert len(drawn) == 64 and timing["reinforce_ada/response_tokens_total"] == sum(3 - s % 2 for s in drawn)
+    for prefix, sessions in (("", drawn), ("kept_", kept)):
+        odd = sum(s % 2 for s in sessions) / len(sessions)
+        assert timing[f"reinforce_ada/agent/{prefix}turns_mean"] == pytest.approx(2 + 2 * odd)
+        assert timing[f"reinforce_ada/agent/{prefix}tool_calls_mean"] == pytest.approx(odd)
+        assert timing[f"reinforce_ada/agent/{prefix}env_tokens_mean"] == pytest.approx(2 * odd)
     assert set(output.meta_info) == {"timing", "reward_extra_keys"}
     assert published["late"].mean == pytest.approx(2 / 24)
 

@@ -100,7 +100,8 @@ def test_legacy_rows_carry_the_seed_of_their_pool_index_across_rounds():
         for row, u in enumerate(uids):
             scores[row, -1] = rewards[u][start[u] + uids[:row].count(u)]
         return DataProto.from_dict(
-            tensors={"rm_scores": scores, "response_mask": torch.ones(len(uids), 2, dtype=torch.long)},
+            tensors={"rm_scores": scores, "response_mask": torch.ones(len(uids), 2, dtype=torch.long),
+                     "attention_mask": torch.ones(len(uids), 3, dtype=torch.long)},
             non_tensors={"uid": np.array(uids, dtype=object)},
             meta_info={"timing": {}, "reward_extra_keys": []},
         )
