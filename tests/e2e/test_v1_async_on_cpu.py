@@ -3,10 +3,19 @@ start-up costs over a minute): async mode, ``pos``, a warm start, unresolved pro
 at most two rounds, two of every worker a cluster multiplies, and a reward that fails on a fifth of its calls and
 gives the prompts of step 2 nothing to learn from, so that every one of them is dropped and the step has nothing
 to keep.
+
+Every sample is a multi-turn episode, each row naming its agent loop as verl selects it (agent_task.py): verl's
+``tool_agent`` with a calculator tool (calculator_tool.py) that raises on some input, and ``ask_again``, a loop whose
+environment checks the answer, asks once more when it is wrong, and fails midway now and then. The tiny model was
+taught the tool-call format, so that some episodes call the tool.
 """
 
+import json
+import os
 import re
+from pathlib import Path
 
+import agent_task
 import pytest
 
 import trainer_runs
@@ -14,16 +23,24 @@ from trainer_runs import CLUSTER_SHAPED, HOSTILE_REWARD
 
 pytestmark = pytest.mark.slow
 
+HERE = Path(__file__).parent
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("v1_async")
-    trainer_runs.tiny(out, train=8)
+    agent_task.build(out / "tiny", train=8)  # rows alternate: tool_agent, ask_again
+    env = {"STEPS": "3", "SAVE_FREQ": "3", "VARIANT": "pos", "ENTRY": "verl",
+           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}  # agent_task for Ray's workers
     proc = trainer_runs.tiny_run(
-        out, "async", {"STEPS": "3", "SAVE_FREQ": "3", "VARIANT": "pos", "ENTRY": "verl"},
+        out, "async", env,
         "reinforce_ada.mode=async", "reinforce_ada.warm_start=true", "reinforce_ada.unresolved=drop",
-        "reinforce_ada.max_rounds=2", "reinforce_ada.sample_budget=2",
-        f"reward.custom_reward_function.path={HOSTILE_REWARD}",
+        "reinforce_ada.max_rounds=2", "reinforce_ada.sample_budget=2", "reinforce_ada.sampling_seed=3",
+        f"reward.custom_reward_function.path={HOSTILE_REWARD}", f"trainer.rollout_data_dir={out / 'rollouts'}",
+        f"actor_rollout_ref.rollout.multi_turn.function_tool_path={HERE / 'calculator_tool.py'}",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={out / 'tiny' / 'agent_loops.yaml'}",
+        # room for a tool's error in the episode: verl ends an episode whose next turn would not fit
+        "data.max_response_length=64", "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=40",
         *CLUSTER_SHAPED,
     )
     rows, log = trainer_runs.finish(proc, out, "async")
@@ -85,3 +102,37 @@ def test_the_warm_start_sizes_known_prompts_from_the_tracker(run):
     assert data[3]["reinforce_ada/tracker/prompts_seen_before"] == 4
     assert data[3]["reinforce_ada/first_request_mean"] == pytest.approx(sum(first[3]) / 4)
     assert (out / "checkpoints" / "global_step_3" / "reinforce_ada_tracker.json").exists()
+
+
+def dumped(out, step) -> list[dict]:
+    return [json.loads(line) for line in (out / "rollouts" / f"{step}.jsonl").read_text().splitlines()]
+
+
+def test_episodes_called_the_tool_and_took_turns_and_the_logger_has_the_counts(run):
+    _, data, _ = run
+    drawn = {name: [step[f"reinforce_ada/agent/{name}_mean"] for step in data.values()]
+             for name in ("turns", "tool_calls", "env_tokens")}
+    assert all(t > 2 for t in drawn["turns"])  # single-turn samples have 2 (the prompt and the answer)
+    assert max(drawn["tool_calls"]) > 0
+    # the tool's and the environment's tokens are in the responses and out of the loss (response_mask 0)
+    assert all(e > 0 for e in drawn["env_tokens"])
+    assert max(step["reinforce_ada/agent/kept_turns_mean"] for step in data.values()) > 2
+
+
+def test_kept_groups_hold_whole_episodes_one_reward_each(run):
+    out, data, _ = run
+    every = [row for step in data for row in dumped(out, step)]  # verl's dump of what each step trained on
+    assert all(row["score"] in (0.0, 1.0) for row in every)  # one reward per episode, not one per turn
+    tool_rows = [row for row in every if "Use add" in row["input"]]
+    ask_rows = [row for row in every if "Use add" not in row["input"]]
+    # a kept episode is whole: the call, the tool's answer and the model's last turn; the environment's question
+    # and the second answer
+    assert any(agent_task.CALL_PIECES[2] in row["output"] for row in tool_rows)
+    # a call that raised (a > 5, or a number missing) ends no episode: verl gives the model the error as the answer
+    assert any("Error executing tool" in row["output"] for row in tool_rows)
+    assert any(agent_task.ASK_AGAIN in row["output"] for row in ask_rows)
+
+
+def test_an_episode_that_fails_midway_is_redrawn_and_counted(run):
+    _, _, log = run
+    assert agent_task.ENVIRONMENT_FAILURE in log  # counted in samples_failed with the reward's failures (above)
