@@ -253,10 +253,11 @@ def test_v1_async_requests_each_prompt_as_the_rounds_do_and_keeps_the_same_sampl
     assert sorted(manager.cleared) == sorted(rounds.cleared)
     assert published == rounds_pools
     metrics = pop_step_metrics()
-    timings = {k for k in rounds_metrics if k.endswith("_seconds")}
-    assert {k: v for k, v in metrics.items() if k not in timings} == {
+    # (the agent counts are over the samples drawn, whose sessions differ when async asks in another order)
+    timings = {k for k in rounds_metrics if k.endswith("_seconds") or "/agent/" in k}
+    assert {k: v for k, v in metrics.items() if k not in timings} == pytest.approx({  # float sums in another order
         k: v for k, v in rounds_metrics.items() if k not in timings
-    }
+    })
     assert metrics["reinforce_ada/rollout_seconds"] > 0 and "reinforce_ada/round_1_seconds" not in metrics
     assert set(manager.workers_used) == {0, 1}  # spread over the workers
     err = capsys.readouterr().err
