@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The test suite: sets up .venv (scripts/setup_env.sh), runs ruff, then pytest (REINFORCE_ADA_TEST_WORKERS=2: two pytest-xdist workers, a
-# module to a worker (the end-to-end modules longest first, see tests/conftest.py). Extra arguments go to pytest,
-# e.g. `bash scripts/test.sh -m "not slow"` for the quick tests only; one process by default.
+# The test suite: sets up .venv (scripts/setup_env.sh), runs ruff, then pytest, in one process. Extra arguments go
+# to pytest, e.g. `bash scripts/test.sh -m "not slow"` for the quick tests only. REINFORCE_ADA_TEST_WORKERS=2 runs two
+# pytest-xdist workers, a module to each, end-to-end modules longest first (tests/conftest.py); on 2 cores that was slower.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$root/scripts/setup_env.sh"

@@ -22,7 +22,7 @@ from reinforce_ada.core.groups import candidates
 from reinforce_ada.core.sampler import RewardError
 from reinforce_ada.core.seeding import sample_seed
 from reinforce_ada.core.tracker import prompt_identities
-from reinforce_ada.integration.agents import TOOL_CALLS, Episode, EpisodeTally, count_tool_calls
+from reinforce_ada.integration.agents import TOOL_CALLS, Episode, count_tool_calls, episode_metrics
 from reinforce_ada.integration.handover import pop_step_metrics
 from reinforce_ada.integration.rollout import (
     RewardTally,
@@ -85,7 +85,7 @@ class AdaptiveManagerLegacy(AgentLoopManager):
         timing: dict[str, float] = {}
         reward_extra_keys: list[str] = []
         reward_tally = RewardTally()
-        episodes = EpisodeTally()
+        drawn_episodes: list[Episode] = []
 
         step = prompts.meta_info.get("global_steps", 0)
         seeds = _RowSeeds(base, step, self.sampler_config.sampling_seed)
@@ -114,7 +114,7 @@ class AdaptiveManagerLegacy(AgentLoopManager):
                     if k in extra and all(is_number(v) for v in extra[k])
                 },
             )
-            episodes.add(_episodes(output))
+            drawn_episodes.extend(_episodes(output))
             rewards = output.batch["rm_scores"].sum(dim=-1).tolist()
             if not all(math.isfinite(r) for r in rewards):
                 raise RewardError(
@@ -147,8 +147,8 @@ class AdaptiveManagerLegacy(AgentLoopManager):
         result = run_sampling(len(base), step, self.sampler_config, generate)
         kept_rows = [held_rows[(p, i)] for p, group in enumerate(result.groups) for i in group.kept]
         output = held.select_idxs(np.array(kept_rows, dtype=np.int64))
-        episodes.add(_episodes(output), kept=True)
-        publish_step(result, [str(u) for u in base.non_tensor_batch["uid"]], reward_tally, episodes=episodes)
+        publish_step(result, [str(u) for u in base.non_tensor_batch["uid"]], reward_tally,
+                     episode_metrics(drawn_episodes, _episodes(output)))
         # The legacy trainer logs the rollout's `timing` dict (as timing_s/...); our metrics ride along.
         timing.update(pop_step_metrics())
         output.meta_info = {"timing": timing, "reward_extra_keys": reward_extra_keys}

@@ -37,7 +37,7 @@ from reinforce_ada.core.tracker import (
     prompt_identities,
     prompt_identity,
 )
-from reinforce_ada.integration.agents import Episode, EpisodeTally, count_tool_calls, tool_calls_of
+from reinforce_ada.integration.agents import Episode, count_tool_calls, episode_metrics, tool_calls_of
 from reinforce_ada.integration.checkpoint import load_tracker, resumed_checkpoint_dir
 from reinforce_ada.integration.rollout import (
     RewardTally,
@@ -316,8 +316,8 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
         ]
         if unkept:
             self._clear_samples(unkept)
-        book.episodes.add((book.episode[key] for key in kept), kept=True)
-        publish_step(result, book.uids, book.reward_tally, tracker_metrics, book.episodes)
+        episodes = episode_metrics(book.episode.values(), (book.episode[key] for key in kept))
+        publish_step(result, book.uids, book.reward_tally, {**tracker_metrics, **episodes})
 
 
 def _prompt_keys(prompts) -> list[str] | None:
@@ -346,8 +346,7 @@ class _RequestBook:
         self.pool_sessions: list[list[int]] = [[] for _ in self.uids]
         self.outputs_per_sample: dict[tuple[str, int], int] = {}
         self.reward_tally = RewardTally()
-        self.episode: dict[tuple[str, int], Episode] = {}  # (uid, session) -> its counts
-        self.episodes = EpisodeTally()
+        self.episode: dict[tuple[str, int], Episode] = {}  # (uid, session) of each scored sample -> its counts
         self.next_slot = [0] * len(self.uids)  # per prompt: first attempts asked for
         self.failed_slots: list[list[int]] = [[] for _ in self.uids]  # of the last request, awaiting their redraw
         self.request_slots: dict[int, tuple[list[int], bool]] = {}  # prompt -> its request in flight: slots, redraw
@@ -399,7 +398,6 @@ class _RequestBook:
             if math.isfinite(r.reward):
                 self.reward_tally.add(1, r.response_tokens, r.reward_seconds, r.reward_extra)
                 self.episode[(r.uid, r.session)] = r.episode
-                self.episodes.add([r.episode])
         return rewards
 
 

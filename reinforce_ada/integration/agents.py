@@ -59,21 +59,11 @@ class Episode(NamedTuple):
     env_tokens: int  # response tokens the tool or the environment wrote (response_mask 0)
 
 
-class EpisodeTally:
-    """Per-episode counts over the samples drawn (scored ones) and over the kept ones."""
-
-    def __init__(self):
-        self.drawn: list[Episode] = []
-        self.kept: list[Episode] = []
-
-    def add(self, episodes: Iterable[Episode], kept: bool = False) -> None:
-        (self.kept if kept else self.drawn).extend(episodes)
-
-    def metrics(self) -> dict[str, float]:
-        """``agent/{turns,tool_calls,env_tokens}_mean`` over the samples drawn, and ``agent/kept_..._mean`` over
-        the kept ones."""
-        out = {}
-        for prefix, episodes in (("", self.drawn), ("kept_", self.kept)):
-            for field in Episode._fields if episodes else ():
-                out[f"agent/{prefix}{field}_mean"] = sum(getattr(e, field) for e in episodes) / len(episodes)
-        return out
+def episode_metrics(drawn: Iterable[Episode], kept: Iterable[Episode]) -> dict[str, float]:
+    """``agent/{turns,tool_calls,env_tokens}_mean`` over the (scored) episodes drawn, and ``agent/kept_..._mean``
+    over the kept ones."""
+    out = {}
+    for prefix, episodes in (("", list(drawn)), ("kept_", list(kept))):
+        for field in Episode._fields if episodes else ():
+            out[f"agent/{prefix}{field}_mean"] = sum(getattr(e, field) for e in episodes) / len(episodes)
+    return out

@@ -16,7 +16,7 @@ from reinforce_ada.core.config import SamplerConfig
 from reinforce_ada.core.schedules import AsyncProgress
 from reinforce_ada.core.step import StepResult, run_step
 from reinforce_ada.integration import handover
-from reinforce_ada.integration.agents import Episode, EpisodeTally
+from reinforce_ada.integration.agents import Episode
 
 
 class SampleRecord(NamedTuple):
@@ -62,14 +62,13 @@ def is_number(value) -> bool:
 
 
 def publish_step(
-    result: StepResult, uids: Sequence[str], rewards: RewardTally, extra: Mapping[str, float] | None = None,
-    episodes: EpisodeTally | None = None,
+    result: StepResult, uids: Sequence[str], rewards: RewardTally, extra: Mapping[str, float] | None = None
 ) -> None:
     """Hands the step's pool statistics and metrics over (:mod:`reinforce_ada.integration.handover`) and prints
     its summary line."""
     # reward_latency_mean: seconds from a sample's reward request to its score; scoring overlaps
     # with the generation of other samples, so it is not added to rollout_seconds.
-    metrics = {**result.metrics(), **rewards.metrics(), **(episodes.metrics() if episodes else {}), **(extra or {})}
+    metrics = {**result.metrics(), **rewards.metrics(), **(extra or {})}
     handover.publish({uid: g.stats for uid, g in zip(uids, result.groups) if not g.dropped}, metrics)
     rounds = (
         f"{metrics['rounds']:.0f} rounds"
