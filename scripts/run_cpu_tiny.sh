@@ -18,7 +18,7 @@ bash "$root/scripts/setup_env.sh"
 py=${REINFORCE_ADA_VENV:-$root/.venv}/bin/python
 out=$(realpath -m "${OUT:-$root/outputs/cpu_tiny}")
 [[ -f "$out/tiny/model/model.safetensors" ]] || "$py" -m reinforce_ada.tools.tiny "$out/tiny"
-reward_file=$("$py" -c 'import reinforce_ada.tools.tiny as t; print(t.__file__)')
+reward_file=$root/reinforce_ada/tools/tiny.py
 case "${TRAINER:-v1}" in v1) use_v1=true ;; legacy) use_v1=false ;; *) echo "TRAINER must be v1 or legacy" >&2; exit 2 ;; esac
 
 export TOKENIZERS_PARALLELISM=false RAY_DEDUP_LOGS=0 RAY_USAGE_STATS_ENABLED=0 VLLM_NO_USAGE_STATS=1

@@ -2,28 +2,62 @@ import copy
 import os
 
 import pytest
+from hypothesis import settings
 
-# The end-to-end modules, longest first. scripts/test.sh runs two pytest-xdist workers with --dist loadscope: a module
-# runs whole on one worker (its module-scoped verl runs start once), and starting the longest first keeps the two
-# workers' shares even (verl's start-up keeps one core busy most of the time, so two runs share two cores well).
+import e2e_jobs
+
 # Every verl run of the tests starts a Ray instance of its own. Without an address Ray joins the machine's running
-# cluster if it finds one (a concurrent test's, such as the two-node cluster), so two workers' runs could meet; a test
+# cluster if it finds one (a concurrent job's, such as the two-node cluster), so two jobs' runs could meet; a test
 # that means to join a cluster names it in RAY_ADDRESS of its own run.
 os.environ["RAY_ADDRESS"] = "local"
 
-E2E_LONGEST_FIRST = [
-    "tests/e2e/test_v1_lifecycle_on_cpu.py",
-    "tests/e2e/test_demo_run_on_cpu.py",
-    "tests/e2e/test_learning_run_on_cpu.py",
-    "tests/e2e/test_v1_async_on_cpu.py",
-]
+# The in-process tests share the CPU with end-to-end jobs (e2e_jobs.py): a per-example wall-clock deadline would
+# make the property tests flaky. Their sizes (max_examples) keep them short.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 
 def pytest_collection_modifyitems(config, items):
-    if not os.environ.get("PYTEST_XDIST_WORKER"):  # one process: the order tests are written in
-        return
-    rank = {path: i for i, path in enumerate(E2E_LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    """Wall-clock tests first (before any end-to-end job starts), the tests that read end-to-end jobs last."""
+    job_modules = {j.module for j in e2e_jobs.REGISTRY.values()}
+
+    def place(item) -> int:
+        if item.get_closest_marker("wall_clock"):
+            return 0
+        return 2 if getattr(item.module, "__name__", None) in job_modules else 1
+
+    items.sort(key=place)  # stable: within each part, the order tests are written in
+
+
+@pytest.fixture(scope="session")
+def e2e(request, tmp_path_factory):
+    """The session's end-to-end jobs: those of the selected tests' modules, and the jobs they need."""
+    modules = {getattr(item.module, "__name__", None) for item in request.session.items}
+    jobs = e2e_jobs.Jobs({j.name for j in e2e_jobs.REGISTRY.values() if j.module in modules}, tmp_path_factory.mktemp)
+    request.config.stash[SUMMARY] = jobs.summary
+    yield jobs
+    import trainer_runs
+
+    trainer_runs.kill_started()
+
+
+SUMMARY = pytest.StashKey()
+
+
+@pytest.fixture(autouse=True)
+def _e2e_jobs_share_the_cpu(request, e2e):
+    early = os.environ.get("REINFORCE_ADA_E2E_JOBS", "early") == "early"
+    if early and request.node.get_closest_marker("wall_clock") is None:
+        e2e.open(1)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    summary = config.stash.get(SUMMARY, None)
+    lines = summary() if summary else []
+    if lines:
+        terminalreporter.section("end-to-end jobs (in the background; a test's duration is its wait)")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Running verl's trainer on this CPU for the end-to-end tests: the tiny model, the launch, what a run left behind.
+"""Running verl's trainer on this CPU for the end-to-end tests: the launch, what a run left behind.
 
 Each run costs a verl start-up (Ray, the FSDP worker, the vLLM server: about a minute and a half on two cores),
 so each run carries several checks; the tests say which.
@@ -10,7 +10,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,19 +22,45 @@ HOSTILE_REWARD = ROOT / "tests" / "e2e" / "hostile_reward.py"
 DEADLINE = 900
 
 
-def tiny(out: Path, train: int = 8) -> Path:
-    """The tiny model and task in ``out/tiny`` (run_cpu_tiny.sh keeps a model it finds there)."""
-    subprocess.run([sys.executable, "-m", "reinforce_ada.tools.tiny", str(out / "tiny"), "--train", str(train)],
-                   check=True, capture_output=True, cwd=ROOT)
-    return out / "tiny"
+# The environment runs start from: the session's, taken before any test runs. Jobs start runs while in-process tests
+# run, and a test may change os.environ for a while (monkeypatch.setenv).
+ENV = dict(os.environ)
+STARTED: list[subprocess.Popen] = []  # every run the tests started, killed at the session's end if still running
 
 
 def start(out: Path, name: str, env: dict, command: list[str]) -> subprocess.Popen:
     """Starts a launch command in its own process group (so that a kill takes Ray and vLLM with it), logging to
     ``out/<name>.log`` and verl's metrics to ``out/<name>.jsonl``."""
-    env = {**os.environ, "OUT": str(out), "VERL_FILE_LOGGER_PATH": str(out / f"{name}.jsonl"), **env}
-    log = open(out / f"{name}.log", "w")
-    return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+    env = {**ENV, "OUT": str(out), "VERL_FILE_LOGGER_PATH": str(out / f"{name}.jsonl"), **env}
+    with open(out / f"{name}.log", "w") as log:
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                start_new_session=True)
+    STARTED.append(proc)
+    return proc
+
+
+def run(out: Path, name: str, command: list[str], env: dict | None = None, timeout: float = DEADLINE
+        ) -> tuple[int, str]:
+    """Runs a command to its end (killed after ``timeout`` s), logging to ``out/<name>.log``; its exit code and log."""
+    proc = start(out, name, env or {}, command)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return proc.returncode, (out / f"{name}.log").read_text()
+
+
+def kill_started() -> None:
+    """Kills what is left of every run started (a session cut short), with everything it started."""
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):  # SIGTERM first: a harness stops its trainer
+        for proc in STARTED:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, sig)
+                    proc.wait(timeout=wait)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    pass
 
 
 def tiny_run(out: Path, name: str, env: dict, *overrides: str) -> subprocess.Popen:

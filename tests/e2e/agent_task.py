@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 from pathlib import Path
 from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
+HERE = Path(__file__).parent
 TOOL_PROMPT = "Use add: What is {a} plus {b}?"
 PLAIN_PROMPT = "What is {a} plus {b}?"
 ASK_AGAIN = "Wrong. Try again."
@@ -44,6 +46,8 @@ class AskAgainAgentLoop(AgentLoopBase):
 
     The environment fails mid-episode (raises) on about a fifth of the second turns, chosen by a hash of what the
     model wrote, so that a seeded run fails the same episodes."""
+
+    environment_fails = True
 
     async def run(self, sampling_params, **kwargs) -> AgentLoopOutput:
         messages = list(kwargs["raw_prompt"])
@@ -69,7 +73,7 @@ class AskAgainAgentLoop(AgentLoopBase):
             answer = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
             if truth in answer or turn == 1 or len(mask) >= self.rollout_config.response_length:
                 break
-            if int(hashlib.sha256(answer.encode()).hexdigest(), 16) % 5 == 0:
+            if self.environment_fails and int(hashlib.sha256(answer.encode()).hexdigest(), 16) % 5 == 0:
                 raise RuntimeError(ENVIRONMENT_FAILURE)
             before = messages + [{"role": "assistant", "content": answer}]
             messages = before + [{"role": "user", "content": ASK_AGAIN}]
@@ -83,6 +87,13 @@ class AskAgainAgentLoop(AgentLoopBase):
             # the keys verl's tool_agent (counted) adds, so that both loops' outputs have the same fields
             extra_fields={**extra, "turn_scores": [], "tool_rewards": [], "tool_calls": 0},
         )
+
+
+class ReliableAskAgainAgentLoop(AskAgainAgentLoop):
+    """:class:`AskAgainAgentLoop` whose environment never fails: for the legacy trainer, which stops at a failed
+    episode as verl's legacy trainer stops at any failed sample."""
+
+    environment_fails = False
 
 
 def _episodes(rng: random.Random, count: int) -> list[list[dict]]:
@@ -119,9 +130,10 @@ def _tokens(tokenizer, chat: list[dict]) -> tuple[list[int], list[int]]:
     return ids, labels
 
 
-def build(out: Path, train: int = 4, seed: int = 0, steps: int = 200) -> Path:
-    """Writes ``out/model`` (the tiny model, fitted to the episodes' format) and ``out/data/{train,test}.parquet``
-    (half the rows for tool_agent, half for ask_again); returns ``out``."""
+def build(out: Path, train: int = 4, seed: int = 0, steps: int = 200, environment_fails: bool = True) -> Path:
+    """Writes ``out/model`` (the tiny model, fitted to the episodes' format), ``out/data/{train,test}.parquet``
+    (half the rows for tool_agent, half for ask_again) and ``out/agent_loops.yaml`` (ask_again's loop: one whose
+    environment fails now and then, or never); returns ``out``."""
     import pandas as pd
     import torch
     from transformers import GenerationConfig
@@ -166,5 +178,19 @@ def build(out: Path, train: int = 4, seed: int = 0, steps: int = 200) -> Path:
                 "reward_model": {"style": "rule", "ground_truth": answer}, "extra_info": {"index": i, "split": split},
             })
         pd.DataFrame(rows).to_parquet(out / "data" / f"{split}.parquet")
-    (out / "agent_loops.yaml").write_text(f"- name: ask_again\n  _target_: {__name__}.AskAgainAgentLoop\n")
+    loop = AskAgainAgentLoop if environment_fails else ReliableAskAgainAgentLoop
+    (out / "agent_loops.yaml").write_text(f"- name: ask_again\n  _target_: {__name__}.{loop.__name__}\n")
     return out
+
+
+def overrides(task: Path) -> list[str]:
+    """The Hydra overrides of a run on the task :func:`build` wrote in ``task``: the calculator tool, the ask_again
+    loop, and room for a tool's error in an episode (verl ends an episode whose next turn would not fit)."""
+    return [f"actor_rollout_ref.rollout.multi_turn.function_tool_path={HERE / 'calculator_tool.py'}",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={task / 'agent_loops.yaml'}",
+            "data.max_response_length=64", "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=40"]
+
+
+def python_path(base: dict) -> str:
+    """PYTHONPATH for Ray's workers, which import this module (the ask_again loop) by name."""
+    return os.pathsep.join([str(HERE), base.get("PYTHONPATH", "")])

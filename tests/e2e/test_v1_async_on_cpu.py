@@ -11,40 +11,38 @@ taught the tool-call format, so that some episodes call the tool.
 """
 
 import json
-import os
 import re
-from pathlib import Path
 
 import agent_task
 import pytest
 
 import trainer_runs
+from e2e_jobs import job
 from trainer_runs import CLUSTER_SHAPED, HOSTILE_REWARD
 
 pytestmark = pytest.mark.slow
 
-HERE = Path(__file__).parent
 
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("v1_async")
+@job()
+def async_run(out):
     agent_task.build(out / "tiny", train=8)  # rows alternate: tool_agent, ask_again
     env = {"STEPS": "3", "SAVE_FREQ": "3", "VARIANT": "pos", "ENTRY": "verl",
-           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}  # agent_task for Ray's workers
+           "PYTHONPATH": agent_task.python_path(trainer_runs.ENV)}
     proc = trainer_runs.tiny_run(
         out, "async", env,
         "reinforce_ada.mode=async", "reinforce_ada.warm_start=true", "reinforce_ada.unresolved=drop",
         "reinforce_ada.max_rounds=2", "reinforce_ada.sample_budget=2", "reinforce_ada.sampling_seed=3",
         f"reward.custom_reward_function.path={HOSTILE_REWARD}", f"trainer.rollout_data_dir={out / 'rollouts'}",
-        f"actor_rollout_ref.rollout.multi_turn.function_tool_path={HERE / 'calculator_tool.py'}",
-        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={out / 'tiny' / 'agent_loops.yaml'}",
-        # room for a tool's error in the episode: verl ends an episode whose next turn would not fit
-        "data.max_response_length=64", "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=40",
+        *agent_task.overrides(out / "tiny"),
         *CLUSTER_SHAPED,
     )
     rows, log = trainer_runs.finish(proc, out, "async")
     return out, {r["step"]: r["data"] for r in rows}, log
+
+
+@pytest.fixture(scope="module")
+def run(e2e):
+    return e2e.result("async_run")
 
 
 def test_every_step_stays_within_the_budget_and_drops_unresolved_prompts(run):

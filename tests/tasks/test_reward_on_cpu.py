@@ -10,6 +10,9 @@ import pytest
 
 from reinforce_ada.tasks import checkers, reward
 
+# time limits of checks, and checks that wait for checker processes: run before the end-to-end jobs load the CPU
+pytestmark = pytest.mark.wall_clock
+
 
 @pytest.mark.parametrize(
     "text, expected",

@@ -1,0 +1,136 @@
+"""The end-to-end runs as background jobs, one at a time, started while the in-process tests run.
+
+A job is a function of its own output folder (and of the results of the jobs it comes ``after``) registered with
+:func:`job` in its test module; its module's fixture returns :meth:`Jobs.result`. Only the jobs of the selected
+tests run, with the jobs they need. Tests that check time limits against the wall clock (marker ``wall_clock``) run
+first, before any job starts. Every process a job starts (through :mod:`trainer_runs`) is killed when the session
+ends.
+
+``REINFORCE_ADA_E2E_JOBS`` says when jobs start: ``early`` (the default) beside the in-process tests, ``late`` once
+pytest reaches the end-to-end tests (each job after the in-process tests, as a plain fixture would run it).
+Never two verl runs at once: on two cores a second run's Ray node missed Ray's fixed 30 s start-up limit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# The order jobs start in: the first run (two jobs wait for it) and the jobs of its module, then the longest first.
+PRIORITY = ["first_run", "resumed_run", "two_node_run", "demo", "async_run", "learning_run"]
+
+
+@dataclass
+class Job:
+    name: str
+    run: Callable[..., Any]
+    module: str  # the test module that registered it (its tests read its result)
+    after: tuple[str, ...] = ()
+    out: Path | None = None
+    started: float | None = None
+    ended: float | None = None
+    result: Any = None
+    error: str | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+REGISTRY: dict[str, Job] = {}
+
+
+def job(after: tuple[str, ...] = ()):
+    """Registers ``fn(out, **results of after)`` as a background job named after the function."""
+
+    def register(fn):
+        REGISTRY[fn.__name__] = Job(fn.__name__, fn, fn.__module__, tuple(after))
+        return fn
+
+    return register
+
+
+class Jobs:
+    """Runs the selected jobs in threads, at most ``slots`` at a time, in dependency and priority order."""
+
+    def __init__(self, names: set[str], make_out: Callable[[str], Path]):
+        wanted = set()
+        stack = list(names)
+        while stack:
+            name = stack.pop()
+            if name not in wanted:
+                wanted.add(name)
+                stack.extend(REGISTRY[name].after)
+        rank = {name: i for i, name in enumerate(PRIORITY)}
+        self.jobs = sorted((REGISTRY[n] for n in wanted), key=lambda j: rank.get(j.name, len(rank)))
+        for j in self.jobs:
+            j.out = make_out(j.name)  # in the main thread: pytest's folders are not made for threads
+        self.slots = 0
+        self.clock = time.monotonic()
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._schedule, name="e2e-jobs", daemon=True)
+        self._thread.start()
+
+    def open(self, slots: int) -> None:
+        """Allows up to ``slots`` jobs to run at once (0 until jobs may start; never fewer than already allowed)."""
+        with self._changed:
+            if slots > self.slots:
+                self.slots = slots
+                self._changed.notify_all()
+
+    def result(self, name: str) -> Any:
+        """Waits for a job (starting jobs if none has started yet) and returns its result."""
+        self.open(1)
+        j = REGISTRY[name]
+        j.done.wait()
+        if j.error is not None:
+            raise RuntimeError(f"end-to-end job {name} failed:\n{j.error}")
+        return j.result
+
+    def summary(self) -> list[str]:
+        lines = []
+        for j in self.jobs:
+            if j.started is None:
+                lines.append(f"{j.name}: not started")
+                continue
+            end = j.ended if j.ended is not None else time.monotonic()
+            state = "failed" if j.error else ("done" if j.ended else "running")
+            lines.append(f"{j.name}: {state}, started at {j.started - self.clock:.0f} s, ran {end - j.started:.0f} s")
+        return lines
+
+    def _ready(self, running: list[Job]) -> Job | None:
+        if len(running) >= self.slots:
+            return None
+        for j in self.jobs:
+            if j.started is None and all(REGISTRY[a].done.is_set() for a in j.after):
+                return j
+        return None
+
+    def _schedule(self) -> None:
+        running: list[Job] = []
+        while any(j.started is None for j in self.jobs):
+            with self._changed:
+                running = [j for j in running if not j.done.is_set()]
+                nxt = self._ready(running)
+                if nxt is None:
+                    self._changed.wait(timeout=1.0)
+                    continue
+                nxt.started = time.monotonic()
+            running.append(nxt)
+            threading.Thread(target=self._run, args=(nxt,), name=f"e2e-{nxt.name}", daemon=True).start()
+
+    def _run(self, j: Job) -> None:
+        try:
+            failed = [a for a in j.after if REGISTRY[a].error is not None]
+            if failed:
+                raise RuntimeError(f"needs {failed}, which failed")
+            j.result = j.run(j.out, **{a: REGISTRY[a].result for a in j.after})
+        except BaseException:  # reported to the tests that read the result
+            j.error = traceback.format_exc()
+        finally:
+            j.ended = time.monotonic()
+            j.done.set()
+            with self._changed:
+                self._changed.notify_all()
