@@ -37,8 +37,8 @@ SAMPLE_SEED = "__reinforce_ada_sample_seed__"
 
 
 class _SeededAgentLoopWorker(AgentLoopWorker):
-    """verl's legacy agent-loop worker; a row's ``SAMPLE_SEED`` becomes its vLLM request's seed, and ``tool_agent``
-    counts its tool calls."""
+    """verl's legacy agent-loop worker; a row's ``SAMPLE_SEED`` becomes its vLLM request's seed, ``tool_agent``
+    counts its tool calls, and an agent loop that raises stops the step with an error that says what to do."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -48,7 +48,16 @@ class _SeededAgentLoopWorker(AgentLoopWorker):
         seed = kwargs.pop(SAMPLE_SEED, None)
         if seed is not None:
             sampling_params = {**sampling_params, "seed": int(seed)}
-        return await super()._run_agent_loop(sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs)
+        try:
+            return await super()._run_agent_loop(
+                sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs
+            )
+        except Exception as error:
+            raise RuntimeError(
+                f"reinforce_ada: agent loop {agent_name!r} raised {error!r}; the legacy trainer cannot leave an "
+                "episode out (verl's legacy trainer also stops at a failed sample): return the failure as an episode "
+                "with a zero reward, or use trainer.use_v1=true, where a failed episode is redrawn once and counted"
+            ) from error
 
 
 class AdaptiveManagerLegacy(AgentLoopManager):

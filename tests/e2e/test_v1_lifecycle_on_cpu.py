@@ -1,37 +1,46 @@
-"""End to end through verl's V1 trainer on a CPU: a seeded run with the downsampling correction and a warm start
-is killed mid-step, and a GPU-shaped user script resumes it as Reinforce-Ada-Est through verl's own entry point.
+"""End to end through verl's trainers on a CPU: a seeded V1 run is killed mid-step; a GPU-shaped user script resumes
+it as Reinforce-Ada-Est through verl's own entry point; the same script, its entry point swapped, runs the legacy
+trainer on two Ray nodes and draws the first run's samples again.
 
-Two verl start-ups carry these checks (each costs over a minute on two cores):
+Every sample is a multi-turn episode (agent_task.py): rows alternate verl's ``tool_agent`` with a calculator tool and
+``ask_again``, whose environment asks once more after a wrong answer. Three verl start-ups (jobs, e2e_jobs.py) carry
+the checks:
 
-* the first run (``python -m reinforce_ada.main_ppo``, balance, rounds, ``sampling_seed=7``, ``sample_budget=2``,
-  ``downsample_correction=stratified``, ``warm_start``): it trains and logs the sampler's metrics every step,
-  updates the policy, checkpoints with the pass-rate tracker, listens on loopback only with Ray's token auth
-  on, dumps its samples (for the seeded comparison in test_user_script_on_cpu.py), plans step 3's first
-  requests from the tracker, and is killed with SIGKILL in step 2;
-* the resumed run (the GPU script of verl_grpo_example.sh, unchanged, with the CPU try-out and
-  ``+reinforce_ada=est`` appended): it restores the tracker and allocates step 2 exactly as the saved tracker
-  says, survives a reward that fails on a fifth of its calls, computes the KL loss against a reference model,
-  and its checkpoint is what ``scripts/eval.sh`` scores.
+* ``first_run`` (``python -m reinforce_ada.main_ppo``, V1, balance, rounds, ``sampling_seed=7``, ``sample_budget=2``,
+  ``downsample_correction=stratified``, ``warm_start``): it trains and logs the sampler's metrics, agent counts
+  included, updates the policy, checkpoints with the pass-rate tracker, listens on loopback only with Ray's token
+  auth on, dumps its samples, plans step 2's first requests from the tracker, and is killed with SIGKILL in step 2;
+* ``resumed_run`` (the GPU script of verl_grpo_example.sh, unchanged, with the CPU try-out and ``+reinforce_ada=est``
+  appended): it restores the tracker and allocates step 2 exactly as the saved tracker says, survives a reward that
+  fails on a fifth of its calls, computes the KL loss against a reference model, and its checkpoint is what
+  ``scripts/eval.sh`` scores;
+* ``two_node_run`` (the script with the reference implementation's ``algorithm.*`` keys, legacy trainer, two Ray
+  nodes, seeded as the first run): its step-1 episodes and sampler counts equal the first run's.
 """
 
+import contextlib
 import json
 import math
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
+import agent_task
 import pandas as pd
 import pytest
 import torch
 
 import trainer_runs
+from e2e_jobs import job
 from trainer_runs import ROOT, assert_sane_sampler_metrics, checkpoint_weights, kill_when
 
 pytestmark = pytest.mark.slow
 
 TRAIN_PROMPTS = 4  # 4 a step, no shuffling: every step asks the same prompts again
-USER_SCRIPT = ROOT / "tests" / "e2e" / "verl_grpo_example.sh"
+HERE = Path(__file__).parent
+USER_SCRIPT = HERE / "verl_grpo_example.sh"
 
 
 def user_script_command(tiny, out, *appended: str) -> list[str]:
@@ -49,30 +58,50 @@ def user_script_command(tiny, out, *appended: str) -> list[str]:
 
 def user_env(out) -> dict:
     # the script calls python3; the venv's is the one with verl
-    return {"PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", "WANDB_DIR": str(out)}
+    return {"PATH": f"{os.path.dirname(sys.executable)}:{trainer_runs.ENV['PATH']}", "WANDB_DIR": str(out),
+            "PYTHONPATH": agent_task.python_path(trainer_runs.ENV)}
 
 
-@pytest.fixture(scope="module")
-def lifecycle(tmp_path_factory):
-    out = tmp_path_factory.mktemp("v1_lifecycle")
-    tiny = trainer_runs.tiny(out, TRAIN_PROMPTS)
+@job()
+def first_run(out):
+    # episodes (tool_agent and ask_again rows) whose environment never fails: the legacy run stops at a failed one
+    tiny = agent_task.build(out / "tiny", train=TRAIN_PROMPTS, environment_fails=False)
     listeners = trainer_runs.Listeners()
     first = trainer_runs.tiny_run(
-        out, "first", {"STEPS": "8", "SAVE_FREQ": "1"},
+        out, "first", {"STEPS": "8", "SAVE_FREQ": "1", "PYTHONPATH": agent_task.python_path(trainer_runs.ENV)},
         "reinforce_ada.sampling_seed=7", f"trainer.rollout_data_dir={out / 'rollouts'}",
         "reinforce_ada.sample_budget=2", "reinforce_ada.downsample_correction=stratified",
-        "reinforce_ada.warm_start=true",
+        "reinforce_ada.warm_start=true", *agent_task.overrides(tiny),
     )
     first_log = kill_when(first, out, "first", "step 2 first requests:", listeners)
     (out / "listeners.json").write_text(json.dumps(sorted(listeners.sockets), indent=1))  # for the reader of a failure
+    # the step-1 checkpoint, as the kill left it: the resumed run writes its own steps beside it
+    return {"out": out, "tiny": tiny, "first": trainer_runs.metrics(out, "first"), "first_log": first_log,
+            "listeners": listeners}
+
+
+@job(after=("first_run",))
+def resumed_run(_, first_run):
+    """The killed run resumed by the user script (in the first run's folder, where its checkpoint is), then
+    scripts/eval.sh on the resumed run's checkpoint and the base model."""
+    out, tiny = first_run["out"], first_run["tiny"]
     resumed = trainer_runs.start(out, "resumed", user_env(out), user_script_command(
         tiny, out, "trainer.total_training_steps=3", "trainer.save_freq=3", "trainer.resume_mode=auto",
         f"reward.custom_reward_function.path={trainer_runs.HOSTILE_REWARD}",
         "reward.custom_reward_function.name=compute_score",
-        "hydra.searchpath=[pkg://reinforce_ada.configs]", "+reinforce_ada=est"))
-    resumed_rows, resumed_log = trainer_runs.finish(resumed, out, "resumed")
-    return {"out": out, "tiny": tiny, "first": trainer_runs.metrics(out, "first"), "first_log": first_log,
-            "listeners": listeners, "resumed": resumed_rows, "resumed_log": resumed_log}
+        "hydra.searchpath=[pkg://reinforce_ada.configs]", "+reinforce_ada=est", *agent_task.overrides(tiny)))
+    rows, log = trainer_runs.finish(resumed, out, "resumed")
+    env = {"PYTHON": sys.executable, "BENCHMARKS": f"tiny={tiny / 'data' / 'test.parquet'}", "K": "2",
+           "PASS_AT": "1,2", "MAX_TOKENS": "16", "OUTPUT": str(out / "eval"),
+           "REWARD_MODULE": "reinforce_ada.tools.tiny"}
+    evaluated = trainer_runs.run(out, "eval", ["bash", str(ROOT / "scripts" / "eval.sh"),
+                                               str(out / "checkpoints" / "global_step_3"), str(tiny / "model")], env)
+    return {"resumed": rows, "resumed_log": log, "eval": evaluated}
+
+
+@pytest.fixture(scope="module")
+def lifecycle(e2e):
+    return {**e2e.result("first_run"), **e2e.result("resumed_run")}
 
 
 def test_the_first_run_trains_with_the_correction_and_logs_the_sampler_every_step(lifecycle):
@@ -86,6 +115,8 @@ def test_the_first_run_trains_with_the_correction_and_logs_the_sampler_every_ste
         if data["reinforce_ada/kept_groups_with_signal_frac"] > 0:
             assert 0 < data["reinforce_ada/stratified_weight_min"] <= data["reinforce_ada/stratified_weight_max"]
     assert "[reinforce_ada] step 1 round 1/4" in log  # progress while sampling
+    # in rounds, every sample an episode: turns past the answer (ask_again's second question, a tool's answer)
+    assert rows[0]["data"]["reinforce_ada/agent/turns_mean"] > 2
 
 
 def test_the_first_run_updates_the_policy_and_checkpoints_the_tracker(lifecycle):
@@ -162,21 +193,15 @@ def test_the_gpu_script_is_neutralised_for_the_cpu_one_line_each(lifecycle):
 
 def test_eval_script_scores_the_trained_checkpoint_and_the_base_model(lifecycle):
     out = lifecycle["out"]
-    env = {**os.environ, "PYTHON": sys.executable, "BENCHMARKS": f"tiny={lifecycle['tiny'] / 'data' / 'test.parquet'}",
-           "K": "2", "PASS_AT": "1,2", "MAX_TOKENS": "16", "OUTPUT": str(out / "eval"),
-           "REWARD_MODULE": "reinforce_ada.tools.tiny"}
-    proc = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "eval.sh"), str(out / "checkpoints" / "global_step_3"),
-         str(lifecycle["tiny"] / "model")],
-        env=env, capture_output=True, text=True, timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    code, log = lifecycle["eval"]
+    assert code == 0, log[-4000:]
     assert (out / "checkpoints" / "global_step_3" / "actor" / "merged_hf" / "config.json").exists()  # verl's merger ran
     results = json.loads((out / "eval" / "results.json").read_text())["results"]
+    questions = len(pd.read_parquet(lifecycle["tiny"] / "data" / "test.parquet"))
     assert len(results) == 2
     for res in results.values():
         tiny_bench = res["benchmarks"]["tiny"]
-        assert tiny_bench["problems"] == 16 and 0 <= tiny_bench["avg"] <= tiny_bench["pass@2"] <= 1
+        assert tiny_bench["problems"] == questions and 0 <= tiny_bench["avg"] <= tiny_bench["pass@2"] <= 1
     assert "| tiny Avg@2 |" in (out / "eval" / "results.md").read_text()
 
 
@@ -196,64 +221,73 @@ REFERENCE_OVERRIDES = [
 ]
 
 
-@pytest.fixture
-def two_node_cluster(monkeypatch, tmp_path):
-    """Two Ray nodes on this machine, one logical GPU each, as `ray start` makes them on two machines.
-
-    Both listen on loopback (so the run sends nothing to any other address), which Ray allows only when
-    told it is not forming a multi-machine cluster; real nodes need none of that. The nodes' environment is
-    what every node of a CPU cluster needs (`VERL_PLATFORM=cpu` before `ray start`)."""
-    from ray._private import ray_constants
-    from ray.cluster_utils import Cluster
-
-    # A job's actors get the nodes' environment, not the launching shell's: the metrics file goes here too.
-    for name, value in {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "VERL_PLATFORM": "cpu", "OMP_NUM_THREADS": "1",
-                        "TOKENIZERS_PARALLELISM": "false", "RAY_USAGE_STATS_ENABLED": "0", "WANDB_MODE": "disabled",
-                        "VERL_FILE_LOGGER_PATH": str(tmp_path / "reference.jsonl")}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
-    node = {"num_cpus": 8, "num_gpus": 1, "node_ip_address": "127.0.0.1"}
-    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
-    cluster.add_node(**node)
+@contextlib.contextmanager
+def two_ray_nodes(out):
+    """Two Ray nodes on this machine (two_ray_nodes.py); yields the cluster's address and the environment of the
+    nodes and of the run that joins them: what every node of a CPU cluster needs (`VERL_PLATFORM=cpu` before
+    `ray start`), and Ray told that this machine's loopback address is its address."""
+    env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "VERL_PLATFORM": "cpu", "OMP_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false", "RAY_USAGE_STATS_ENABLED": "0", "WANDB_MODE": "disabled",
+           "VERL_FILE_LOGGER_PATH": str(out / "reference.jsonl"),  # the run's metrics go where its actors say
+           "PYTHONPATH": agent_task.python_path(trainer_runs.ENV)}
+    nodes_env = {k: v for k, v in {**trainer_runs.ENV, **env}.items() if k != "RAY_ADDRESS"}
+    with open(out / "nodes.log", "w") as log:
+        nodes = subprocess.Popen([sys.executable, str(HERE / "two_ray_nodes.py")], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=log, text=True, env=nodes_env, start_new_session=True)
+    trainer_runs.STARTED.append(nodes)
     try:
-        yield cluster.address
+        address = nodes.stdout.readline().strip()
+        assert address, (out / "nodes.log").read_text()[-3000:]
+        yield address, env
     finally:
-        cluster.shutdown()
+        nodes.stdin.close()  # the nodes shut down
+        nodes.wait(timeout=120)
 
 
-def test_the_reference_keys_switch_a_script_with_its_entry_point_swapped_on_two_ray_nodes(
-    lifecycle, tmp_path, two_node_cluster
-):
+@job(after=("first_run",))
+def two_node_run(out, first_run):
     """The user script with its entry point swapped to reinforce_ada.main_ppo and the reference implementation's
-    algorithm.* keys, on the legacy trainer across two Ray nodes (a trainer rank and a vLLM replica on each), under a
-    sample budget, with the KL loss; seeded as the first run was, it trains on the first run's samples at step 1."""
-    script = tmp_path / "swapped.sh"
+    algorithm.* keys, on the legacy trainer across two Ray nodes, seeded as the first run was."""
+    script = out / "swapped.sh"
     swapped = USER_SCRIPT.read_text().replace("python3 -m verl.trainer.main_ppo", "python3 -m reinforce_ada.main_ppo")
     script.write_text(swapped)
     command = user_script_command(
-        lifecycle["tiny"], tmp_path, *REFERENCE_OVERRIDES, "trainer.use_v1=false", "trainer.nnodes=2",
+        first_run["tiny"], out, *REFERENCE_OVERRIDES, "trainer.use_v1=false", "trainer.nnodes=2",
         "trainer.n_gpus_per_node=1", "trainer.total_training_steps=1", "trainer.save_freq=-1",
         "trainer.logger=[console,file]", "reinforce_ada.sample_budget=2", "reinforce_ada.sampling_seed=7",
-        f"trainer.rollout_data_dir={tmp_path / 'rollouts'}",
+        f"trainer.rollout_data_dir={out / 'rollouts'}",
         f"reward.custom_reward_function.path={ROOT / 'reinforce_ada' / 'tools' / 'tiny.py'}",
-        "reward.custom_reward_function.name=compute_score")
+        "reward.custom_reward_function.name=compute_score", *agent_task.overrides(first_run["tiny"]))
     command[1] = str(script)
-    proc = trainer_runs.start(tmp_path, "reference", {**user_env(tmp_path), "RAY_ADDRESS": two_node_cluster}, command)
-    _, log = trainer_runs.finish(proc, tmp_path, "reference")
-    (record,) = trainer_runs.metrics(tmp_path, "reference")  # the nodes' file logger path: see the fixture
+    with two_ray_nodes(out) as (address, nodes_env):
+        proc = trainer_runs.start(out, "reference", {**user_env(out), **nodes_env, "RAY_ADDRESS": address}, command)
+        _, log = trainer_runs.finish(proc, out, "reference")
+    return out, address, log
+
+
+def test_the_reference_keys_switch_a_script_with_its_entry_point_swapped_on_two_ray_nodes(lifecycle, e2e):
+    """The user script with its entry point swapped to reinforce_ada.main_ppo and the reference implementation's
+    algorithm.* keys, on the legacy trainer across two Ray nodes (a trainer rank and a vLLM replica on each), under a
+    sample budget, with the KL loss; seeded as the first run was, it trains on the first run's samples at step 1."""
+    out, address, log = e2e.result("two_node_run")
+    (record,) = trainer_runs.metrics(out, "reference")  # the nodes' file logger path: see two_ray_nodes
     assert record["step"] == 1
     # the legacy trainer logs what the rollout reports under timing_s/
     assert_sane_sampler_metrics(record["data"], "timing_s/reinforce_ada/", budget=2)
     assert math.isfinite(record["data"]["actor/kl_loss"])
-    assert f"Connecting to existing Ray cluster at address: {two_node_cluster}" in log
+    assert f"Connecting to existing Ray cluster at address: {address}" in log
     assert "listen on 127.0.0.1 only" not in log  # a cluster run is left as it is
     # two trainer ranks and two vLLM replicas, each holding one logical GPU: one of each per node
     assert len(set(re.findall(r"\(WorkerDict pid=(\d+)", log))) == 2
     assert len(set(re.findall(r"\(vLLMHttpServer pid=(\d+)", log))) == 2
     # reinforce_ada.sampling_seed: the same samples as the first run at step 1, from another trainer, two nodes and
     # two vLLM replicas (other batches, another request order)
-    again = trainer_runs.dumped_samples(tmp_path / "rollouts", 1)
+    again = trainer_runs.dumped_samples(out / "rollouts", 1)
     assert len(again) == 16 and again == trainer_runs.dumped_samples(lifecycle["out"] / "rollouts", 1)
     first = lifecycle["first"][0]["data"]
-    for name in ("samples_total", "kept_positives", "pass_rate_mean", "prompts_resolved"):
+    for name in ("samples_total", "samples_failed", "kept_positives", "pass_rate_mean", "prompts_resolved",
+                 "agent/turns_mean", "agent/tool_calls_mean", "agent/env_tokens_mean", "agent/kept_turns_mean"):
         assert record["data"][f"timing_s/reinforce_ada/{name}"] == first[f"reinforce_ada/{name}"], name
+    # the samples are episodes, repeated whole: tool calls with the tool's answers, and the environment's questions
+    assert any(agent_task.CALL_PIECES[2] in output for _, output, _ in again)
+    assert any(agent_task.ASK_AGAIN in output for _, output, _ in again)

@@ -433,6 +433,26 @@ def test_legacy_non_finite_score_is_an_error_naming_the_reward_and_the_way_out(p
         manager.generate_sequences(legacy_prompts())
 
 
+def test_legacy_episode_that_raises_is_an_error_naming_the_agent_loop_and_the_way_out(monkeypatch):
+    import asyncio
+
+    from verl.experimental.agent_loop import AgentLoopWorker
+
+    from reinforce_ada.integration.agent_loop_legacy import SAMPLE_SEED, _SeededAgentLoopWorker
+
+    seen = {}
+
+    async def episode(self, sampling_params, trajectory, *, agent_name, trace=True, **kwargs):
+        seen.update(sampling_params)
+        raise RuntimeError("the environment failed")
+
+    monkeypatch.setattr(AgentLoopWorker, "_run_agent_loop", episode)
+    worker = object.__new__(_SeededAgentLoopWorker)  # the class Ray runs, without verl's start-up
+    with pytest.raises(RuntimeError, match=r"agent loop 'ask_again' raised .*the environment failed.*use_v1=true"):
+        asyncio.run(worker._run_agent_loop({}, {}, agent_name="ask_again", **{SAMPLE_SEED: 11}))
+    assert seen == {"seed": 11}  # the row's seed reached the request before the episode failed
+
+
 def test_one_round_of_n_is_grpo_on_the_adaptive_path(published):
     """round_size=n, max_rounds=1: one request of n per prompt, every sample kept, the pool is the group (so
     algorithm.adv_estimator=grpo computes verl's GRPO advantages), and a sampling seed can apply to GRPO too."""
