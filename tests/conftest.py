@@ -7,8 +7,8 @@ from hypothesis import settings
 import e2e_jobs
 
 # Every verl run of the tests starts a Ray instance of its own. Without an address Ray joins the machine's running
-# cluster if it finds one (a concurrent job's, such as the two-node cluster), so two jobs' runs could meet; a test
-# that means to join a cluster names it in RAY_ADDRESS of its own run.
+# cluster if it finds one (an in-process test's, running beside a job, or the two-node job's), so runs could meet; a
+# run that means to join a cluster names it in RAY_ADDRESS of its own.
 os.environ["RAY_ADDRESS"] = "local"
 
 # The in-process tests share the CPU with end-to-end jobs (e2e_jobs.py): a per-example wall-clock deadline would
