@@ -36,7 +36,7 @@ def e2e(request, tmp_path_factory):
     jobs = e2e_jobs.Jobs({j.name for j in e2e_jobs.REGISTRY.values() if j.module in modules}, tmp_path_factory.mktemp)
     request.config.stash[SUMMARY] = jobs.summary
     yield jobs
-    import trainer_runs
+    import trainer_runs  # not at the top: it takes its copy of the environment after RAY_ADDRESS is set here
 
     trainer_runs.kill_started()
 
@@ -44,11 +44,13 @@ def e2e(request, tmp_path_factory):
 SUMMARY = pytest.StashKey()
 
 
+JOBS_EARLY = os.environ.get("REINFORCE_ADA_E2E_JOBS", "early") == "early"
+
+
 @pytest.fixture(autouse=True)
 def _e2e_jobs_share_the_cpu(request, e2e):
-    early = os.environ.get("REINFORCE_ADA_E2E_JOBS", "early") == "early"
-    if early and request.node.get_closest_marker("wall_clock") is None:
-        e2e.open(1)
+    if JOBS_EARLY and request.node.get_closest_marker("wall_clock") is None:
+        e2e.start()
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The order jobs start in: the first run (two jobs wait for it) and the jobs of its module, then the longest first.
+# The order jobs run in: a job after the jobs it needs; the first run's module first, then the longest.
 PRIORITY = ["first_run", "resumed_run", "two_node_run", "demo", "async_run", "learning_run"]
 
 
@@ -53,7 +53,7 @@ def job(after: tuple[str, ...] = ()):
 
 
 class Jobs:
-    """Runs the selected jobs in threads, at most ``slots`` at a time, in dependency and priority order."""
+    """Runs the selected jobs, one after another in a thread of their own, in :data:`PRIORITY` order, once started."""
 
     def __init__(self, names: set[str], make_out: Callable[[str], Path]):
         wanted = set()
@@ -65,24 +65,22 @@ class Jobs:
                 stack.extend(REGISTRY[name].after)
         rank = {name: i for i, name in enumerate(PRIORITY)}
         self.jobs = sorted((REGISTRY[n] for n in wanted), key=lambda j: rank.get(j.name, len(rank)))
+        order = [j.name for j in self.jobs]
         for j in self.jobs:
+            if any(order.index(a) > order.index(j.name) for a in j.after):
+                raise ValueError(f"e2e_jobs.PRIORITY must list {j.after} before {j.name}")
             j.out = make_out(j.name)  # in the main thread: pytest's folders are not made for threads
-        self.slots = 0
         self.clock = time.monotonic()
-        self._changed = threading.Condition()
-        self._thread = threading.Thread(target=self._schedule, name="e2e-jobs", daemon=True)
-        self._thread.start()
+        self._go = threading.Event()
+        threading.Thread(target=self._run_all, name="e2e-jobs", daemon=True).start()
 
-    def open(self, slots: int) -> None:
-        """Allows up to ``slots`` jobs to run at once (0 until jobs may start; never fewer than already allowed)."""
-        with self._changed:
-            if slots > self.slots:
-                self.slots = slots
-                self._changed.notify_all()
+    def start(self) -> None:
+        """Lets the jobs start (they wait until then; a second call does nothing)."""
+        self._go.set()
 
     def result(self, name: str) -> Any:
-        """Waits for a job (starting jobs if none has started yet) and returns its result."""
-        self.open(1)
+        """Waits for a job (starting the jobs if they have not started) and returns its result."""
+        self.start()
         j = REGISTRY[name]
         j.done.wait()
         if j.error is not None:
@@ -100,37 +98,17 @@ class Jobs:
             lines.append(f"{j.name}: {state}, started at {j.started - self.clock:.0f} s, ran {end - j.started:.0f} s")
         return lines
 
-    def _ready(self, running: list[Job]) -> Job | None:
-        if len(running) >= self.slots:
-            return None
+    def _run_all(self) -> None:
+        self._go.wait()
         for j in self.jobs:
-            if j.started is None and all(REGISTRY[a].done.is_set() for a in j.after):
-                return j
-        return None
-
-    def _schedule(self) -> None:
-        running: list[Job] = []
-        while any(j.started is None for j in self.jobs):
-            with self._changed:
-                running = [j for j in running if not j.done.is_set()]
-                nxt = self._ready(running)
-                if nxt is None:
-                    self._changed.wait(timeout=1.0)
-                    continue
-                nxt.started = time.monotonic()
-            running.append(nxt)
-            threading.Thread(target=self._run, args=(nxt,), name=f"e2e-{nxt.name}", daemon=True).start()
-
-    def _run(self, j: Job) -> None:
-        try:
-            failed = [a for a in j.after if REGISTRY[a].error is not None]
-            if failed:
-                raise RuntimeError(f"needs {failed}, which failed")
-            j.result = j.run(j.out, **{a: REGISTRY[a].result for a in j.after})
-        except BaseException:  # reported to the tests that read the result
-            j.error = traceback.format_exc()
-        finally:
-            j.ended = time.monotonic()
-            j.done.set()
-            with self._changed:
-                self._changed.notify_all()
+            j.started = time.monotonic()
+            try:
+                failed = [a for a in j.after if REGISTRY[a].error is not None]
+                if failed:
+                    raise RuntimeError(f"needs {failed}, which failed")
+                j.result = j.run(j.out, **{a: REGISTRY[a].result for a in j.after})
+            except BaseException:  # reported to the tests that read the result
+                j.error = traceback.format_exc()
+            finally:
+                j.ended = time.monotonic()
+                j.done.set()
