@@ -12,7 +12,8 @@ measures the update itself, at fixed weights, for every method, on the same resp
    preparation uses) and the math reward: ``train_k`` responses for each of ``train_prompts`` training prompts
    and ``heldout_k`` for each of ``heldout_prompts`` held-out questions (the learning benchmark's sets);
 3. per-response gradients of log pi(response | prompt) (summed over the response's tokens), count-sketched to
-   ``dims`` dimensions with a seeded hash and sign per parameter (inner products are unbiased);
+   ``dims`` dimensions with a seeded hash and sign per parameter (inner products are unbiased); 8 responses of
+   one prompt at a time, from one forward and backward pass (:func:`sketch_responses`);
 4. replays: each training prompt's pool is split in halves. Every method's sampler replays the first half in
    a seeded order through the package's core (its real exit rules, groups, budgets and Est allocation,
    :func:`reinforce_ada.core.step.run_step`), on batches of ``batch`` prompts; its update is built with the
@@ -31,8 +32,7 @@ batches, same replay orders) to GRPO-n4 and to balance. Batches share prompts, s
 a jackknife over training prompts (each estimate recomputed without the batches holding one prompt). The
 reference gradients' own split-half reliability (cosine of two disjoint halves) says how high a cosine can be.
 
-Resumable: pools and sketches are saved per prompt as they are made (about 1.3 s of two CPU cores per
-response, 3584 responses, so about 85 minutes per checkpoint); the analysis reruns in minutes. Results:
+Resumable: pools and sketches are saved per prompt as they are made; the analysis reruns in minutes. Results:
 ``--json`` and the ``gradient_quality`` section of RESULTS.md, each with the date, machine and command.
 """
 
@@ -78,6 +78,7 @@ class Size:
 
 
 DEFAULT = Size()
+SKETCH_BATCH = 8  # responses per forward and backward pass when sketching their gradients
 QUICK = Size(train_prompts=4, train_k=64, heldout_prompts=4, heldout_k=8, dims=512, batch=2, batches=6,
              replays_per_batch=4)
 
@@ -188,20 +189,110 @@ class Sketch:
             offset = int(torch.randint(0, dims, (1,), generator=generator))
             sign = torch.randint(0, 2, (param.numel(),), generator=generator).to(param.dtype) * 2 - 1
             self.parts.append((param, offset, sign))
+        self.by_param = {id(param): (offset, sign) for param, offset, sign in self.parts}
+
+    def fold(self, param, grads):
+        """The sketches of a batch of gradients of one parameter: ``(batch, *param.shape)`` -> ``(batch, dims)``."""
+        import torch
+
+        offset, sign = self.by_param[id(param)]
+        signed = grads.reshape(len(grads), -1) * sign
+        full = signed.shape[1] - signed.shape[1] % self.dims
+        folded = (signed[:, :full].view(len(grads), -1, self.dims).sum(1) if full
+                  else torch.zeros(len(grads), self.dims, dtype=signed.dtype))
+        folded[:, : signed.shape[1] - full] += signed[:, full:]
+        return folded.roll(offset, dims=1)
 
     def of_gradients(self):
+        """The sketch of the gradients held in the parameters' ``.grad``."""
         import torch
 
         out = torch.zeros(self.dims, dtype=self.parts[0][0].dtype)
-        for param, offset, sign in self.parts:
-            if param.grad is None:
-                continue
-            signed = param.grad.reshape(-1) * sign
-            full = signed.numel() - signed.numel() % self.dims
-            folded = signed[:full].view(-1, self.dims).sum(0) if full else torch.zeros_like(out)
-            folded[: signed.numel() - full] += signed[full:]
-            out += folded.roll(offset)
+        for param, _, _ in self.parts:
+            if param.grad is not None:
+                out += self.fold(param, param.grad[None])[0]
         return out
+
+
+def sketch_responses(model, sketch: Sketch, prompt_ids: list[int], responses: list[list[int]]):
+    """The sketched gradient of each response's summed log-probability given the prompt, for a batch of
+    responses in one forward and backward pass: ``(len(responses), dims)``.
+
+    Per-response gradients come from the batch's activations and output gradients (a Linear weight's gradient of
+    response b is its output gradient transposed times its input, over b's positions), so autograd computes no
+    summed weight gradient; the model's parameters must not require grad. Right-padding is exact: a causal model's
+    earlier positions never see the padding, and padded positions carry no loss. Llama- and Qwen2-style models
+    (Linear layers, RMSNorm, embeddings tied or not to a head without bias) are covered; any other parameter is an
+    error.
+    """
+    import torch
+
+    inner, head = model.model, model.lm_head
+    batch, start, length = len(responses), len(prompt_ids) - 1, max(len(r) for r in responses)
+    input_ids = torch.tensor([list(prompt_ids) + r + [r[-1]] * (length - len(r)) for r in responses])
+    targets = torch.tensor([r + [0] * (length - len(r)) for r in responses])
+    mask = torch.tensor([[1.0] * len(r) + [0.0] * (length - len(r)) for r in responses])
+    out = torch.zeros(batch, sketch.dims)
+    covered = set()
+    hooks = []
+
+    def linear_hook(module, inputs, output):
+        x = inputs[0].detach()
+
+        def add(grad) -> None:  # returns nothing: a tensor hook's return value would replace the gradient
+            # per response b: its output gradient transposed times its input, (batch, out, in); this costs what
+            # the batch's summed weight gradient would
+            out.add_(sketch.fold(module.weight, torch.bmm(grad.transpose(1, 2), x)))
+            if module.bias is not None:
+                out.add_(sketch.fold(module.bias, grad.sum(1)))
+
+        output.register_hook(add)
+
+    def norm_hook(module, inputs, output):
+        x = inputs[0].detach().to(torch.float32)
+        normed = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + module.variance_epsilon)).to(inputs[0].dtype)
+
+        def add(grad) -> None:
+            out.add_(sketch.fold(module.weight, (grad * normed).sum(1)))
+
+        output.register_hook(add)
+
+    for module in inner.modules():
+        if isinstance(module, torch.nn.Linear):
+            hooks.append(module.register_forward_hook(linear_hook))
+            covered |= {id(module.weight), id(module.bias)}
+        elif hasattr(module, "variance_epsilon") and isinstance(getattr(module, "weight", None), torch.nn.Parameter):
+            hooks.append(module.register_forward_hook(norm_hook))
+            covered.add(id(module.weight))
+    embedding = inner.get_input_embeddings()
+    covered |= {id(embedding.weight), id(head.weight)}
+    missing = [name for name, param in model.named_parameters() if id(param) not in covered]
+    if missing or head.bias is not None:
+        raise ValueError(f"parameters the per-response sketch does not cover: {missing or ['lm_head.bias']}")
+    try:
+        embedded = embedding(input_ids).detach().requires_grad_()
+        # the head only where a response token is predicted: the prompt's logits add nothing to the gradient
+        hidden = inner(inputs_embeds=embedded).last_hidden_state[:, start:start + length]
+        logits = head(hidden)
+        logits_grad = []
+        logits.register_hook(logits_grad.append)
+        log_probs = torch.log_softmax(logits.float(), dim=-1).gather(2, targets[..., None])[..., 0]
+        (log_probs * mask).sum().backward()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    with torch.no_grad():
+        head_grads = torch.bmm(logits_grad[0].transpose(1, 2), hidden.detach())
+        # the embedding's gradient: each position's input gradient added to its token's row (the head's when tied)
+        tied = head.weight is embedding.weight
+        embedding_grads = head_grads if tied else torch.zeros(batch, *embedding.weight.shape)
+        rows = (input_ids + torch.arange(batch)[:, None] * embedding.weight.shape[0]).reshape(-1)
+        per_position = embedded.grad.reshape(-1, embedded.shape[-1])
+        embedding_grads.view(-1, per_position.shape[-1]).index_add_(0, rows, per_position)
+        if not tied:
+            out += sketch.fold(embedding.weight, embedding_grads)
+        out += sketch.fold(head.weight, head_grads)
+    return out
 
 
 def make_sketches(pool_folder: Path, out: Path, model_path: Path, prompts: list[dict], size: Size) -> None:
@@ -215,29 +306,21 @@ def make_sketches(pool_folder: Path, out: Path, model_path: Path, prompts: list[
     if not todo:
         return
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     model.train(False)
     sketch = Sketch(model, size.dims)
+    model.requires_grad_(False)
     start, done = time.perf_counter(), 0
     for i in todo:
         pool = json.loads((pool_folder / f"pool_{i}.json").read_text())
         prompt_ids = tokenizer.apply_chat_template(prompts[i]["prompt"], add_generation_prompt=True, tokenize=True)
         if not isinstance(prompt_ids, list):
             prompt_ids = prompt_ids["input_ids"]
-        grads, tokens = [], []
-        for response in pool:
-            ids = response["ids"] or [tokenizer.eos_token_id]
-            input_ids = torch.tensor([list(prompt_ids) + list(ids)])
-            model.zero_grad(set_to_none=True)
-            # the head only where a response token is predicted: the prompt's logits add nothing to the gradient
-            hidden = model.model(input_ids).last_hidden_state[0, len(prompt_ids) - 1:-1]
-            logits = model.lm_head(hidden)
-            log_prob = torch.log_softmax(logits.float(), dim=-1).gather(1, torch.tensor(ids)[:, None]).sum()
-            log_prob.backward()
-            grads.append(sketch.of_gradients().to(torch.float32).numpy())
-            tokens.append(len(ids))
-        np.save(out / f"grad_{i}.npy", np.stack(grads))
-        np.save(out / f"tokens_{i}.npy", np.array(tokens))
+        responses = [response["ids"] or [tokenizer.eos_token_id] for response in pool]
+        grads = [sketch_responses(model, sketch, prompt_ids, responses[b:b + SKETCH_BATCH])
+                 for b in range(0, len(responses), SKETCH_BATCH)]
+        np.save(out / f"grad_{i}.npy", torch.cat(grads).numpy())
+        np.save(out / f"tokens_{i}.npy", np.array([len(ids) for ids in responses]))
         done += 1
         left = (time.perf_counter() - start) / done * (len(todo) - done)
         _say(f"{out.name}: {done}/{len(todo)} prompts sketched, about {left / 60:.0f} min left")
@@ -256,11 +339,28 @@ def load_split(pool_folder: Path, sketch_folder: Path, count: int) -> list[dict]
     return rows
 
 
-def pass_rate_gradient(rewards: np.ndarray, grads: np.ndarray) -> np.ndarray:
-    """Unbiased estimate of grad p from K responses: the mean of (r_i - mean of the others) g_i."""
+def pass_rate_coefficients(rewards: np.ndarray) -> np.ndarray:
+    """The weights c of the unbiased estimate of grad p from K responses, c @ g: the mean of
+    (r_i - mean of the others) g_i."""
     k = len(rewards)
     others = (rewards.sum() - rewards) / (k - 1)
-    return ((rewards - others)[:, None] * grads).mean(axis=0)
+    return (rewards - others) / k
+
+
+def pass_rate_gradient(rewards: np.ndarray, grads: np.ndarray) -> np.ndarray:
+    """Unbiased estimate of grad p from K responses: the mean of (r_i - mean of the others) g_i."""
+    return pass_rate_coefficients(rewards) @ grads
+
+
+def reference_coefficients(rewards: np.ndarray) -> np.ndarray:
+    """``(3, K)``: the pass-rate gradient's weights over all K responses, over the first half alone and over the
+    second half alone (the halves give the references' split-half reliability)."""
+    k, half = len(rewards), len(rewards) // 2
+    rows = np.zeros((3, k))
+    rows[0] = pass_rate_coefficients(rewards)
+    rows[1, :half] = pass_rate_coefficients(rewards[:half])
+    rows[2, half:] = pass_rate_coefficients(rewards[half:])
+    return rows
 
 
 def replay(config: SamplerConfig, prompts: list[dict], order: list[np.ndarray], first_requests=None):
@@ -304,15 +404,11 @@ def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list
     """Every method on the same batches and replay orders; per batch, its measures; intervals by a jackknife over
     training prompts."""
     half = size.train_k // 2
-    for row in train:  # reference half: the second half of each pool, in pool order
-        row["reference"] = pass_rate_gradient(row["rewards"][half:], row["grads"][half:])
-        quarter = half // 2
-        row["ref_a"] = pass_rate_gradient(row["rewards"][half:half + quarter], row["grads"][half:half + quarter])
-        row["ref_b"] = pass_rate_gradient(row["rewards"][half + quarter:], row["grads"][half + quarter:])
-    heldout_grad = sum(pass_rate_gradient(q["rewards"], q["grads"]) for q in heldout)
-    quarter = size.heldout_k // 2
-    held_a = sum(pass_rate_gradient(q["rewards"][:quarter], q["grads"][:quarter]) for q in heldout)
-    held_b = sum(pass_rate_gradient(q["rewards"][quarter:], q["grads"][quarter:]) for q in heldout)
+    for row in train:  # references from the second half of each pool: whole, and by its halves
+        refs = reference_coefficients(row["rewards"][half:]) @ row["grads"][half:]
+        row["reference"], row["ref_a"], row["ref_b"] = refs
+    # the held-out gradient from every response, and by halves of each pool
+    heldout_grad, held_a, held_b = sum(reference_coefficients(q["rewards"]) @ q["grads"] for q in heldout)
     rng = np.random.default_rng(seed)
     batches = [rng.choice(len(train), size.batch, replace=False) for _ in range(size.batches)]
     orders = [[[rng.permutation(half) for _ in range(size.batch)] for _ in range(size.replays_per_batch)]

@@ -111,6 +111,15 @@ def test_pools_and_sketches_are_made_once_and_resume(tmp_path):
     assert calls == [2] and (tmp_path / "sketch" / "grad_0.npy").stat().st_mtime == before
 
 
+def test_the_references_weights_are_the_pass_rate_gradient_whole_and_by_halves():
+    rewards = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 0.0])
+    grads = np.random.default_rng(0).normal(size=(6, 5))
+    whole, first, second = gq.reference_coefficients(rewards) @ grads
+    assert np.allclose(whole, gq.pass_rate_gradient(rewards, grads))
+    assert np.allclose(first, gq.pass_rate_gradient(rewards[:3], grads[:3]))
+    assert np.allclose(second, gq.pass_rate_gradient(rewards[3:], grads[3:]))
+
+
 def test_paired_differences_are_taken_on_the_same_batches_with_a_jackknife_over_prompts():
     size = gq.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=8,
                    replays_per_batch=3)
@@ -127,3 +136,44 @@ def test_paired_differences_are_taken_on_the_same_batches_with_a_jackknife_over_
     text = gq.report({"checkpoints": {"base": {**result, "size": vars(size), "date": "d", "machine": "m",
                                                "wall_hours": 0.1, "command": "x"}}})
     assert "Paired difference to grpo_n4" in text and "jackknife over training prompts" in text
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_batched_response_sketches_equal_one_backward_per_response(tied):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=tied,
+                         attention_bias=not tied)  # biases as Qwen2's attention has
+    model = LlamaForCausalLM(config).float()
+    model.train(False)
+    sketch = gq.Sketch(model, dims=64)
+    prompt = [5, 17, 3, 88, 41]
+    responses = [[7], [9, 12, 30, 4, 60, 2], [50, 51], [33, 1, 90, 8]]  # right-padded to the longest
+    one_by_one = []
+    for ids in responses:
+        model.zero_grad(set_to_none=True)
+        hidden = model.model(torch.tensor([prompt + ids])).last_hidden_state[0, len(prompt) - 1:-1]
+        torch.log_softmax(model.lm_head(hidden), -1).gather(1, torch.tensor(ids)[:, None]).sum().backward()
+        one_by_one.append(sketch.of_gradients().clone())
+    model.zero_grad(set_to_none=True)
+    model.requires_grad_(False)
+    batched = gq.sketch_responses(model, sketch, prompt, responses)
+    assert torch.allclose(batched, torch.stack(one_by_one), rtol=1e-4, atol=1e-6)
+    assert not torch.allclose(batched[0], batched[1])
+
+
+def test_the_batched_sketch_refuses_a_parameter_it_does_not_cover():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=31, hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1)
+    model = LlamaForCausalLM(config).float()
+    model.model.scale = torch.nn.Parameter(torch.ones(1))
+    sketch = gq.Sketch(model, dims=16)
+    model.requires_grad_(False)
+    with pytest.raises(ValueError, match="model.scale"):
+        gq.sketch_responses(model, sketch, [1, 2], [[3]])
