@@ -181,21 +181,20 @@ class Sketch:
         import torch
 
         self.dims = dims
-        self.parts = []
+        self.parts = {}  # id(param) -> (param, offset, sign)
         for index, (_, param) in enumerate(sorted(model.named_parameters())):
             if not param.requires_grad:
                 continue
             generator = torch.Generator().manual_seed(seed * 1_000_003 + index)
             offset = int(torch.randint(0, dims, (1,), generator=generator))
             sign = torch.randint(0, 2, (param.numel(),), generator=generator).to(param.dtype) * 2 - 1
-            self.parts.append((param, offset, sign))
-        self.by_param = {id(param): (offset, sign) for param, offset, sign in self.parts}
+            self.parts[id(param)] = (param, offset, sign)
 
     def fold(self, param, grads):
         """The sketches of a batch of gradients of one parameter: ``(batch, *param.shape)`` -> ``(batch, dims)``."""
         import torch
 
-        offset, sign = self.by_param[id(param)]
+        _, offset, sign = self.parts[id(param)]
         signed = grads.reshape(len(grads), -1) * sign
         full = signed.shape[1] - signed.shape[1] % self.dims
         folded = (signed[:, :full].view(len(grads), -1, self.dims).sum(1) if full
@@ -207,8 +206,8 @@ class Sketch:
         """The sketch of the gradients held in the parameters' ``.grad``."""
         import torch
 
-        out = torch.zeros(self.dims, dtype=self.parts[0][0].dtype)
-        for param, _, _ in self.parts:
+        out = torch.zeros(self.dims)
+        for param, _, _ in self.parts.values():
             if param.grad is not None:
                 out += self.fold(param, param.grad[None])[0]
         return out
@@ -339,28 +338,11 @@ def load_split(pool_folder: Path, sketch_folder: Path, count: int) -> list[dict]
     return rows
 
 
-def pass_rate_coefficients(rewards: np.ndarray) -> np.ndarray:
-    """The weights c of the unbiased estimate of grad p from K responses, c @ g: the mean of
-    (r_i - mean of the others) g_i."""
-    k = len(rewards)
-    others = (rewards.sum() - rewards) / (k - 1)
-    return (rewards - others) / k
-
-
 def pass_rate_gradient(rewards: np.ndarray, grads: np.ndarray) -> np.ndarray:
     """Unbiased estimate of grad p from K responses: the mean of (r_i - mean of the others) g_i."""
-    return pass_rate_coefficients(rewards) @ grads
-
-
-def reference_coefficients(rewards: np.ndarray) -> np.ndarray:
-    """``(3, K)``: the pass-rate gradient's weights over all K responses, over the first half alone and over the
-    second half alone (the halves give the references' split-half reliability)."""
-    k, half = len(rewards), len(rewards) // 2
-    rows = np.zeros((3, k))
-    rows[0] = pass_rate_coefficients(rewards)
-    rows[1, :half] = pass_rate_coefficients(rewards[:half])
-    rows[2, half:] = pass_rate_coefficients(rewards[half:])
-    return rows
+    k = len(rewards)
+    others = (rewards.sum() - rewards) / (k - 1)
+    return ((rewards - others)[:, None] * grads).mean(axis=0)
 
 
 def replay(config: SamplerConfig, prompts: list[dict], order: list[np.ndarray], first_requests=None):
@@ -404,11 +386,15 @@ def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list
     """Every method on the same batches and replay orders; per batch, its measures; intervals by a jackknife over
     training prompts."""
     half = size.train_k // 2
-    for row in train:  # references from the second half of each pool: whole, and by its halves
-        refs = reference_coefficients(row["rewards"][half:]) @ row["grads"][half:]
-        row["reference"], row["ref_a"], row["ref_b"] = refs
-    # the held-out gradient from every response, and by halves of each pool
-    heldout_grad, held_a, held_b = sum(reference_coefficients(q["rewards"]) @ q["grads"] for q in heldout)
+    for row in train:  # reference half: the second half of each pool, in pool order
+        row["reference"] = pass_rate_gradient(row["rewards"][half:], row["grads"][half:])
+        quarter = half // 2
+        row["ref_a"] = pass_rate_gradient(row["rewards"][half:half + quarter], row["grads"][half:half + quarter])
+        row["ref_b"] = pass_rate_gradient(row["rewards"][half + quarter:], row["grads"][half + quarter:])
+    heldout_grad = sum(pass_rate_gradient(q["rewards"], q["grads"]) for q in heldout)
+    quarter = size.heldout_k // 2
+    held_a = sum(pass_rate_gradient(q["rewards"][:quarter], q["grads"][:quarter]) for q in heldout)
+    held_b = sum(pass_rate_gradient(q["rewards"][quarter:], q["grads"][quarter:]) for q in heldout)
     rng = np.random.default_rng(seed)
     batches = [rng.choice(len(train), size.batch, replace=False) for _ in range(size.batches)]
     orders = [[[rng.permutation(half) for _ in range(size.batch)] for _ in range(size.replays_per_batch)]

@@ -111,15 +111,6 @@ def test_pools_and_sketches_are_made_once_and_resume(tmp_path):
     assert calls == [2] and (tmp_path / "sketch" / "grad_0.npy").stat().st_mtime == before
 
 
-def test_the_references_weights_are_the_pass_rate_gradient_whole_and_by_halves():
-    rewards = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 0.0])
-    grads = np.random.default_rng(0).normal(size=(6, 5))
-    whole, first, second = gq.reference_coefficients(rewards) @ grads
-    assert np.allclose(whole, gq.pass_rate_gradient(rewards, grads))
-    assert np.allclose(first, gq.pass_rate_gradient(rewards[:3], grads[:3]))
-    assert np.allclose(second, gq.pass_rate_gradient(rewards[3:], grads[3:]))
-
-
 def test_paired_differences_are_taken_on_the_same_batches_with_a_jackknife_over_prompts():
     size = gq.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=8,
                    replays_per_batch=3)
