@@ -138,6 +138,24 @@ def format_checkpoint(work: Path, base: Path) -> Path:
     return learning.format_checkpoint(work, base, data, learning_protocol.DEFAULT)
 
 
+class WallTime:
+    """The seconds spent making a checkpoint's pools and sketches, in ``folder/wall_seconds.json``, added as each
+    prompt's work is saved: a run killed mid-way keeps the time of the work it kept, not of the prompt it lost."""
+
+    def __init__(self, folder: Path):
+        self.file = folder / "wall_seconds.json"
+        self.since = time.perf_counter()
+
+    def seconds(self) -> float:
+        return json.loads(self.file.read_text())["seconds"] if self.file.exists() else 0.0
+
+    def add(self) -> None:
+        now = time.perf_counter()
+        self.file.parent.mkdir(parents=True, exist_ok=True)
+        self.file.write_text(json.dumps({"seconds": self.seconds() + now - self.since}))
+        self.since = now
+
+
 def make_pools(folder: Path, model: Path, prompts: list[dict], k: int, size: Size, seed: int, sampler=None) -> None:
     """``folder/pool_<i>.json``: k responses of prompt i (text, token ids, reward), through the project's own
     sampling path and the math reward; prompts already pooled are skipped."""
@@ -147,12 +165,12 @@ def make_pools(folder: Path, model: Path, prompts: list[dict], k: int, size: Siz
     todo = [i for i in range(len(prompts)) if not (folder / f"pool_{i}.json").exists()]
     if not todo:
         return
+    spent, start = WallTime(folder.parent), time.perf_counter()
     engine = None
     if sampler is None:
         from reinforce_ada.tasks.vllm_sampling import chat_sampler
 
         engine, sampler = chat_sampler(str(model), temperature=1.0, max_tokens=size.max_tokens, seed=seed)
-    start = time.perf_counter()
     for chunk_start in range(0, len(todo), 16):
         chunk = todo[chunk_start:chunk_start + 16]
         responses = sampler([prompts[i]["prompt"] for i in chunk], k, token_ids=True)
@@ -160,6 +178,7 @@ def make_pools(folder: Path, model: Path, prompts: list[dict], k: int, size: Siz
             pool = [{"text": text, "ids": ids,
                      "reward": compute_score("arithmetic", text, prompts[i]["answer"])["score"]} for text, ids in pairs]
             (folder / f"pool_{i}.json").write_text(json.dumps(pool))
+        spent.add()
         _say(f"{folder.name}: {chunk_start + len(chunk)}/{len(todo)} prompts sampled "
              f"({time.perf_counter() - start:.0f} s)")
     if engine is not None:
@@ -304,6 +323,7 @@ def make_sketches(pool_folder: Path, out: Path, model_path: Path, prompts: list[
     todo = [i for i in range(len(prompts)) if not (out / f"grad_{i}.npy").exists()]
     if not todo:
         return
+    spent = WallTime(out.parent)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     model.train(False)
@@ -320,6 +340,7 @@ def make_sketches(pool_folder: Path, out: Path, model_path: Path, prompts: list[
                  for b in range(0, len(responses), SKETCH_BATCH)]
         np.save(out / f"grad_{i}.npy", torch.cat(grads).numpy())
         np.save(out / f"tokens_{i}.npy", np.array([len(ids) for ids in responses]))
+        spent.add()
         done += 1
         left = (time.perf_counter() - start) / done * (len(todo) - done)
         _say(f"{out.name}: {done}/{len(todo)} prompts sketched, about {left / 60:.0f} min left")
@@ -532,7 +553,6 @@ def report(results: dict) -> str:
 def run_checkpoint(name: str, model: Path, work: Path, size: Size, train: list[dict], heldout: list[dict],
                    sampler=None) -> dict:
     folder = work / name
-    start = time.perf_counter()
     _say(f"{name}: pools ({size.train_prompts} x {size.train_k} training, {size.heldout_prompts} x {size.heldout_k} "
          f"held-out) from {model}")
     make_pools(folder / "pools_train", model, train, size.train_k, size, seed=0, sampler=sampler)
@@ -540,16 +560,12 @@ def run_checkpoint(name: str, model: Path, work: Path, size: Size, train: list[d
     _say(f"{name}: per-response gradients, sketched to {size.dims} dimensions")
     make_sketches(folder / "pools_train", folder / "sketch_train", model, train, size)
     make_sketches(folder / "pools_heldout", folder / "sketch_heldout", model, heldout, size)
-    wall = time.perf_counter() - start
-    timing = folder / "wall_seconds.json"
-    spent = json.loads(timing.read_text())["seconds"] if timing.exists() else 0.0
-    timing.write_text(json.dumps({"seconds": spent + wall}))
     _say(f"{name}: replays")
     result = analyse(load_split(folder / "pools_train", folder / "sketch_train", len(train)),
                      load_split(folder / "pools_heldout", folder / "sketch_heldout", len(heldout)), size,
                      [p["base_pass_rate"] for p in train])
     return {**result, "size": asdict(size), "date": datetime.date.today().isoformat(), "machine": machine(),
-            "wall_hours": (spent + wall) / 3600, "model": str(model)}
+            "wall_hours": WallTime(folder).seconds() / 3600, "model": str(model)}
 
 
 def main(argv: list[str] | None = None) -> dict:

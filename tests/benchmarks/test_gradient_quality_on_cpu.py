@@ -106,9 +106,12 @@ def test_pools_and_sketches_are_made_once_and_resume(tmp_path):
     assert rows[0]["rewards"].tolist() == [0.0, 1.0, 0.0, 0.0]  # "What is 0 plus 1?": only \boxed{1} is right
     assert rows[1]["grads"].shape == (4, 64) and np.abs(rows[1]["grads"]).sum() > 0
     before = (tmp_path / "sketch" / "grad_0.npy").stat().st_mtime
+    spent = gq.WallTime(tmp_path).seconds()  # the work kept, counted as it was saved
+    assert spent > 0
     gq.make_pools(tmp_path / "pools", model, prompts, 4, size, seed=0, sampler=sampler)
     gq.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, prompts, size)
     assert calls == [2] and (tmp_path / "sketch" / "grad_0.npy").stat().st_mtime == before
+    assert gq.WallTime(tmp_path).seconds() == spent  # nothing made again, no time added
 
 
 def test_paired_differences_are_taken_on_the_same_batches_with_a_jackknife_over_prompts():
