@@ -62,6 +62,9 @@ def activate(set_current: bool = False) -> None:
     os.environ.setdefault("VERL_ENGINE_DEVICE", "cuda")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    # vLLM-CPU turns distributed_executor_backend=uni (prepare_config) back into "mp" unless this is 0. verl's
+    # server keeps its engine core in a process of its own (AsyncLLM always does), which then runs the model
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     _limit_torch_threads()
     _register_platform()
     _patch_process_group_backend()
@@ -127,7 +130,8 @@ def prepare_config(config: DictConfig) -> list[str]:
     require("actor_rollout_ref.actor.use_torch_compile", False)
     require("actor_rollout_ref.actor.fsdp_config.use_torch_compile", False)
     # verl starts each vLLM replica's model in a worker process of its own ("mp"), on which the engine process
-    # busy-waits, a core of two; with one process per replica ("uni") a 2-step run took 81 s instead of 109 s
+    # busy-waits, a core of two; "uni" runs the model in the engine process (with VLLM_ENABLE_V1_MULTIPROCESSING=0,
+    # set by activate(): without it vLLM-CPU turns "uni" back into "mp")
     require("actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend", "uni")
     if (config.get("reinforce_ada") or {}).get("sampling_seed") is not None:
         # a seeded request's sampler is rewound after a partial prefill, which vLLM-CPU's generator cannot do

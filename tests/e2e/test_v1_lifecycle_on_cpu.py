@@ -148,6 +148,13 @@ def test_a_single_machine_run_listens_on_loopback_only_with_ray_token_auth_on(li
     assert listeners.auth_modes == {"token"}
 
 
+def test_the_vllm_engine_process_runs_the_model_itself(lifecycle):
+    """distributed_executor_backend=uni holds on vLLM-CPU: no model worker process beside the engine's."""
+    log = lifecycle["first_log"]
+    assert "(EngineCore pid=" in log
+    assert "(Worker pid=" not in log
+
+
 def test_a_killed_run_resumes_as_est_with_the_allocation_its_saved_tracker_gives(lifecycle):
     from reinforce_ada.core.tracker import PassRateTracker, allocate_samples, prompt_identity
 
