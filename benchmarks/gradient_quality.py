@@ -407,15 +407,15 @@ def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list
     """Every method on the same batches and replay orders; per batch, its measures; intervals by a jackknife over
     training prompts."""
     half = size.train_k // 2
+    quarter = half // 2  # the reference half's own halves, for its split-half reliability
     for row in train:  # reference half: the second half of each pool, in pool order
         row["reference"] = pass_rate_gradient(row["rewards"][half:], row["grads"][half:])
-        quarter = half // 2
         row["ref_a"] = pass_rate_gradient(row["rewards"][half:half + quarter], row["grads"][half:half + quarter])
         row["ref_b"] = pass_rate_gradient(row["rewards"][half + quarter:], row["grads"][half + quarter:])
     heldout_grad = sum(pass_rate_gradient(q["rewards"], q["grads"]) for q in heldout)
-    quarter = size.heldout_k // 2
-    held_a = sum(pass_rate_gradient(q["rewards"][:quarter], q["grads"][:quarter]) for q in heldout)
-    held_b = sum(pass_rate_gradient(q["rewards"][quarter:], q["grads"][quarter:]) for q in heldout)
+    held_half = size.heldout_k // 2
+    held_a = sum(pass_rate_gradient(q["rewards"][:held_half], q["grads"][:held_half]) for q in heldout)
+    held_b = sum(pass_rate_gradient(q["rewards"][held_half:], q["grads"][held_half:]) for q in heldout)
     rng = np.random.default_rng(seed)
     batches = [rng.choice(len(train), size.batch, replace=False) for _ in range(size.batches)]
     orders = [[[rng.permutation(half) for _ in range(size.batch)] for _ in range(size.replays_per_batch)]
