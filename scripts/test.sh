@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite: sets up .venv (scripts/setup_env.sh), runs ruff, then pytest. Extra arguments go to pytest, e.g.
-# `bash scripts/test.sh -m "not slow"` for the quick tests only. The end-to-end runs are background jobs, one at a
+# `bash scripts/test.sh -m "not slow"` for the quick tests only. The end-to-end runs are background jobs, two at a
 # time, beside the in-process tests (tests/e2e_jobs.py; REINFORCE_ADA_E2E_JOBS=late runs them after).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

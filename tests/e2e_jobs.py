@@ -1,4 +1,4 @@
-"""The end-to-end runs as background jobs, one at a time, started while the in-process tests run.
+"""The end-to-end runs as background jobs, started while the in-process tests run, two at a time.
 
 A job is a function of its own output folder (and of the results of the jobs it comes ``after``) registered with
 :func:`job` in its test module; its module's fixture returns :meth:`Jobs.result`. Only the jobs of the selected
@@ -8,11 +8,14 @@ ends.
 
 ``REINFORCE_ADA_E2E_JOBS`` says when jobs start: ``early`` (the default) beside the in-process tests, ``late`` once
 pytest reaches the end-to-end tests (each job after the in-process tests, as a plain fixture would run it).
-Never two verl runs at once: on two cores a second run's Ray node missed Ray's fixed 30 s start-up limit.
+``REINFORCE_ADA_E2E_LANES`` is how many jobs run at once (default 2). A verl run keeps about one core of two busy
+(its processes start one after another, each importing torch, verl and vLLM), so a second job fills the other
+core. Two Ray nodes never start at once (:func:`trainer_runs.start_turn`).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -21,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The order jobs run in: a job after the jobs it needs; the first run's module first, then the longest.
-PRIORITY = ["first_run", "resumed_run", "two_node_run", "demo", "async_run", "learning_run"]
+# The order jobs start in: a job after the jobs it needs; the first run first (two jobs need it), then the longest.
+PRIORITY = ["first_run", "demo", "resumed_run", "two_node_run", "async_run", "learning_run"]
+LANES = int(os.environ.get("REINFORCE_ADA_E2E_LANES", "2"))
 
 
 @dataclass
@@ -53,7 +57,8 @@ def job(after: tuple[str, ...] = ()):
 
 
 class Jobs:
-    """Runs the selected jobs, one after another in a thread of their own, in :data:`PRIORITY` order, once started."""
+    """Runs the selected jobs in :data:`LANES` threads, once started: each takes the first job in :data:`PRIORITY`
+    order whose jobs ``after`` are done."""
 
     def __init__(self, names: set[str], make_out: Callable[[str], Path]):
         wanted = set()
@@ -72,7 +77,9 @@ class Jobs:
             j.out = make_out(j.name)  # in the main thread: pytest's folders are not made for threads
         self.clock = time.monotonic()
         self._go = threading.Event()
-        threading.Thread(target=self._run_all, name="e2e-jobs", daemon=True).start()
+        self._changed = threading.Condition()
+        for lane in range(LANES):
+            threading.Thread(target=self._lane, name=f"e2e-jobs-{lane}", daemon=True).start()
 
     def start(self) -> None:
         """Lets the jobs start (they wait until then; a second call does nothing)."""
@@ -98,10 +105,22 @@ class Jobs:
             lines.append(f"{j.name}: {state}, started at {j.started - self.clock:.0f} s, ran {end - j.started:.0f} s")
         return lines
 
-    def _run_all(self) -> None:
+    def _next(self) -> Job | None:
+        """The next job to start, waiting for the jobs it needs; None when every job has started."""
+        with self._changed:
+            while True:
+                waiting = [j for j in self.jobs if j.started is None]
+                if not waiting:
+                    return None
+                ready = [j for j in waiting if all(REGISTRY[a].done.is_set() for a in j.after)]
+                if ready:
+                    ready[0].started = time.monotonic()
+                    return ready[0]
+                self._changed.wait()
+
+    def _lane(self) -> None:
         self._go.wait()
-        for j in self.jobs:
-            j.started = time.monotonic()
+        while (j := self._next()) is not None:
             try:
                 failed = [a for a in j.after if REGISTRY[a].error is not None]
                 if failed:
@@ -112,3 +131,5 @@ class Jobs:
             finally:
                 j.ended = time.monotonic()
                 j.done.set()
+                with self._changed:
+                    self._changed.notify_all()

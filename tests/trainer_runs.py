@@ -4,12 +4,14 @@ Each run costs a verl start-up (Ray, the FSDP worker, the vLLM server: about a m
 so each run carries several checks; the tests say which.
 """
 
+import contextlib
 import ipaddress
 import json
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -27,22 +29,60 @@ DEADLINE = 900
 ENV = dict(os.environ)
 STARTED: list[subprocess.Popen] = []  # every run the tests started, killed at the session's end if still running
 
+# Two jobs run at once (e2e_jobs.LANES), but two Ray nodes never start at once: on two busy cores a Ray node once
+# missed Ray's fixed 30 s start-up limit. A run starts once every other run has its Ray node up, which its log (or
+# the log of a trainer a harness starts) says, or has been starting for STARTUP_LIMIT s.
+RAY_UP = ("Started a local Ray instance", "Connecting to existing Ray cluster")
+STARTUP_LIMIT = 240.0
+_TURN = threading.Lock()
+_RAY_LOGS: dict[int, tuple[Path, tuple[str, ...]]] = {}  # pid -> (its folder, the globs of its Ray-starting logs)
+_UP: set[Path] = set()  # the logs that say their Ray node is up
 
-def start(out: Path, name: str, env: dict, command: list[str]) -> subprocess.Popen:
+
+@contextlib.contextmanager
+def start_turn():
+    """Waits until no run is starting a Ray node, and keeps every other start waiting while held."""
+    with _TURN:
+        while any(_starting_ray(proc) for proc in STARTED):
+            time.sleep(1.0)
+        yield
+
+
+def _starting_ray(proc: subprocess.Popen) -> bool:
+    if proc.poll() is not None or proc.pid not in _RAY_LOGS:
+        return False
+    folder, globs = _RAY_LOGS[proc.pid]
+    for log in (path for pattern in globs for path in folder.glob(pattern)):
+        if log in _UP or time.time() - log.stat().st_ctime > STARTUP_LIMIT:
+            continue
+        if any(line in log.read_text(errors="replace") for line in RAY_UP):
+            _UP.add(log)
+            continue
+        return True
+    return False
+
+
+def start(out: Path, name: str, env: dict, command: list[str], ray_logs: tuple[str, ...] | None = None
+          ) -> subprocess.Popen:
     """Starts a launch command in its own process group (so that a kill takes Ray and vLLM with it), logging to
-    ``out/<name>.log`` and verl's metrics to ``out/<name>.jsonl``."""
+    ``out/<name>.log`` and verl's metrics to ``out/<name>.jsonl``, once no other run is starting a Ray node.
+
+    Args:
+        ray_logs: Globs under ``out`` of the logs of the Ray nodes the command starts (default: its own log).
+    """
     env = {**ENV, "OUT": str(out), "VERL_FILE_LOGGER_PATH": str(out / f"{name}.jsonl"), **env}
-    with open(out / f"{name}.log", "w") as log:
+    with start_turn(), open(out / f"{name}.log", "w") as log:
         proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                                 start_new_session=True)
-    STARTED.append(proc)
+        _RAY_LOGS[proc.pid] = (out, (f"{name}.log",) if ray_logs is None else ray_logs)
+        STARTED.append(proc)  # within the turn: the next start sees it
     return proc
 
 
-def run(out: Path, name: str, command: list[str], env: dict | None = None, timeout: float = DEADLINE
-        ) -> tuple[int, str]:
+def run(out: Path, name: str, command: list[str], env: dict | None = None, timeout: float = DEADLINE,
+        ray_logs: tuple[str, ...] | None = None) -> tuple[int, str]:
     """Runs a command to its end (killed after ``timeout`` s), logging to ``out/<name>.log``; its exit code and log."""
-    proc = start(out, name, env or {}, command)
+    proc = start(out, name, env or {}, command, ray_logs)
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -143,6 +143,9 @@ def prepare_config(config: DictConfig) -> list[str]:
         require("ray_kwargs.ray_init.num_gpus", gpus)
         if (config.ray_kwargs.ray_init.get("num_cpus") or 0) < 16:
             require("ray_kwargs.ray_init.num_cpus", 16)
+        # Ray prestarts idle workers for the driver's job; verl's actors carry runtime environments of their own, so
+        # none of them is used, and each costs a Python start-up on the CPU that the run's own start-ups wait for
+        os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
     if config.actor_rollout_ref.rollout.name != "vllm":
         from reinforce_ada.core.config import ConfigError
 

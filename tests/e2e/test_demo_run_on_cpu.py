@@ -22,7 +22,8 @@ def demo(out):
     model = build(out / "tiny", train=4, test=4) / "model"
     code, log = trainer_runs.run(out, "demo", [sys.executable, "-m", "reinforce_ada.demo", "--quick", "--steps", "1",
                                                "--model", str(model), "--output", str(out / "demo")],
-                                 {"REINFORCE_ADA_CPU_THREADS": "1"})  # another job may share the two cores
+                                 {"REINFORCE_ADA_CPU_THREADS": "1"},  # another job shares the two cores
+                                 ray_logs=("demo/logs/*.log",))  # each method's trainer
     return code, log, out / "demo"
 
 

@@ -25,10 +25,11 @@ def learning_run(out):
                "--methods", "grpo_n4",
                "--pass-rate-range", "-1", "1"]  # the random model solves nothing: keep every question
     env = {"REINFORCE_ADA_CPU_THREADS": "1"}
-    first = trainer_runs.run(out, "first", command, env)
+    trainers = ("work*/runs/*/*/trainer_*.log",)  # the Ray nodes are the trainers'
+    first = trainer_runs.run(out, "first", command, env, ray_logs=trainers)
     runs = json.loads((out / "results" / "runs.json").read_text())["runs"] if first[0] == 0 else None
     moved = [c if c != str(out / "work") else str(out / "work2") for c in command]
-    again = trainer_runs.run(out, "again", moved, env, timeout=600) if first[0] == 0 else None
+    again = trainer_runs.run(out, "again", moved, env, timeout=600, ray_logs=trainers) if first[0] == 0 else None
     return out, first, runs, again
 
 

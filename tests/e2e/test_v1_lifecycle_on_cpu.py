@@ -95,7 +95,8 @@ def resumed_run(_, first_run):
            "PASS_AT": "1,2", "MAX_TOKENS": "16", "OUTPUT": str(out / "eval"),
            "REWARD_MODULE": "reinforce_ada.tools.tiny"}
     evaluated = trainer_runs.run(out, "eval", ["bash", str(ROOT / "scripts" / "eval.sh"),
-                                               str(out / "checkpoints" / "global_step_3"), str(tiny / "model")], env)
+                                               str(out / "checkpoints" / "global_step_3"), str(tiny / "model")], env,
+                                 ray_logs=())  # vLLM alone, no Ray
     return {"resumed": rows, "resumed_log": log, "eval": evaluated}
 
 
@@ -238,12 +239,14 @@ def two_ray_nodes(out):
            "VERL_FILE_LOGGER_PATH": str(out / "reference.jsonl"),  # the run's metrics go where its actors say
            "PYTHONPATH": agent_task.python_path(trainer_runs.ENV)}
     nodes_env = {k: v for k, v in {**trainer_runs.ENV, **env}.items() if k != "RAY_ADDRESS"}
-    with open(out / "nodes.log", "w") as log:
-        nodes = subprocess.Popen([sys.executable, str(HERE / "two_ray_nodes.py")], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, stderr=log, text=True, env=nodes_env, start_new_session=True)
-    trainer_runs.STARTED.append(nodes)
-    try:
+    with trainer_runs.start_turn():  # no other Ray node starts until both of these are up
+        with open(out / "nodes.log", "w") as log:
+            nodes = subprocess.Popen([sys.executable, str(HERE / "two_ray_nodes.py")], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=log, text=True, env=nodes_env,
+                                     start_new_session=True)
+        trainer_runs.STARTED.append(nodes)
         address = nodes.stdout.readline().strip()
+    try:
         assert address, (out / "nodes.log").read_text()[-3000:]
         yield address, env
     finally:

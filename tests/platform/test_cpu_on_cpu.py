@@ -83,3 +83,20 @@ def test_verl_platform_cpu_on_a_gpu_machine_is_refused_naming_both_settings(monk
     monkeypatch.delenv("VERL_PLATFORM")
     monkeypatch.setattr(cpu, "_cuda_devices", lambda: 8)
     cpu.check_platform(gpu_config("trainer.device=cuda"))
+
+
+def test_a_local_ray_start_prestarts_no_idle_workers_and_a_cluster_is_left_alone(monkeypatch):
+    """verl's actors never take the idle workers Ray prestarts for the driver's job (their runtime environments
+    differ): on two cores each would cost a Python start-up for nothing. A running cluster's settings are its own."""
+    monkeypatch.delenv("RAY_prestart_worker_first_driver", raising=False)
+    monkeypatch.setenv("RAY_ADDRESS", "local")
+    cpu.prepare_config(gpu_config("actor_rollout_ref.rollout.name=vllm"))
+    assert cpu.os.environ["RAY_prestart_worker_first_driver"] == "0"
+
+    monkeypatch.delenv("RAY_prestart_worker_first_driver")
+    cpu.prepare_config(gpu_config("actor_rollout_ref.rollout.name=vllm", "trainer.nnodes=2"))
+    assert "RAY_prestart_worker_first_driver" not in cpu.os.environ
+
+    monkeypatch.setenv("RAY_prestart_worker_first_driver", "1")  # the user's own choice stays
+    cpu.prepare_config(gpu_config("actor_rollout_ref.rollout.name=vllm"))
+    assert cpu.os.environ["RAY_prestart_worker_first_driver"] == "1"
