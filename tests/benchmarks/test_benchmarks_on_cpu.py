@@ -4,8 +4,12 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
+
+@pytest.mark.slow
 def test_sampling_efficiency_tables(tmp_path, capsys):
     from benchmarks.sampling_efficiency import main
 
@@ -233,6 +237,7 @@ def test_reward_throughput_table(tmp_path):
     assert runaway_row.endswith("| 0 | 0 |")  # 8 answers + 1 runaway: none misclassified, nothing raised
 
 
+@pytest.mark.slow
 def test_legacy_memory_measures_one_step_and_writes_its_section(tmp_path, monkeypatch, capsys):
 
     from benchmarks import legacy_memory

@@ -224,6 +224,7 @@ def fake_session(monkeypatch, tmp_path, weights: bytes, curve) -> list[tuple]:
     return calls
 
 
+@pytest.mark.slow
 def test_the_second_protocol_sweeps_then_pairs_each_seed_from_one_start(monkeypatch, tmp_path):
     def curve(method, seed, lr, step):
         if method == "grpo_n4":  # at 1e-5 it drops 8 points between steps 2 and 4: the rule takes 3e-6

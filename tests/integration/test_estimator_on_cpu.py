@@ -134,6 +134,7 @@ def test_registry_fixture_restores_verl_state(restore_verl_registries):
     assert dict(core_algos.ADV_ESTIMATOR_REGISTRY) == before
 
 
+@pytest.mark.slow
 def test_import_verl_loads_the_plugin_in_a_fresh_process():
     """verl's entry-point discovery registers the estimator; nothing else is needed."""
     import subprocess

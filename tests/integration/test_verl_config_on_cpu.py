@@ -115,6 +115,7 @@ def test_reference_choice_is_checked():
         prepare_config(cfg)
 
 
+@pytest.mark.slow
 def test_entry_point_rejects_bad_config_before_ray_starts():
     proc = subprocess.run(
         [sys.executable, "-m", "reinforce_ada.main_ppo", "reinforce_ada.round_size=0"],
