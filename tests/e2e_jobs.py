@@ -79,7 +79,7 @@ class Jobs:
         self._go = threading.Event()
         self._changed = threading.Condition()
         for lane in range(LANES):
-            threading.Thread(target=self._lane, name=f"e2e-jobs-{lane}", daemon=True).start()
+            threading.Thread(target=self._lane, args=(lane,), name=f"e2e-jobs-{lane}", daemon=True).start()
 
     def start(self) -> None:
         """Lets the jobs start (they wait until then; a second call does nothing)."""
@@ -118,8 +118,10 @@ class Jobs:
                     return ready[0]
                 self._changed.wait()
 
-    def _lane(self) -> None:
+    def _lane(self, lane: int) -> None:
         self._go.wait()
+        if lane:
+            self._wait_for_the_first_launch()
         while (j := self._next()) is not None:
             try:
                 failed = [a for a in j.after if REGISTRY[a].error is not None]
@@ -133,3 +135,12 @@ class Jobs:
                 j.done.set()
                 with self._changed:
                     self._changed.notify_all()
+
+    def _wait_for_the_first_launch(self) -> None:
+        """Until the first job has launched a process (or ended). Jobs build their tiny models in their own threads
+        before they launch, and two threads resolving transformers' lazy names at once fail ("cannot import name
+        'GenerationConfig' from 'transformers'"); once one build is done the names are resolved."""
+        import trainer_runs  # not at the top: it copies the environment, which conftest sets up first
+
+        while not (trainer_runs.STARTED or self.jobs[0].done.is_set()):
+            time.sleep(1.0)
