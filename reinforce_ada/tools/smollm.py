@@ -11,6 +11,8 @@ metadata names ``<|im_start|>`` as end of sequence and no pad token; the folder 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import importlib.util
 import os
 from pathlib import Path
@@ -39,8 +41,9 @@ def smollm2_path(cache: str | Path | None = None) -> Path:
 
     source = gguf_dir()
     print(f"[reinforce_ada] converting {GGUF_FILE} to {target} (once, about 30 s)", flush=True)
-    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=GGUF_FILE)
-    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=GGUF_FILE)
+    with _gguf_parsed_once():
+        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=GGUF_FILE)
+        model = AutoModelForCausalLM.from_pretrained(source, gguf_file=GGUF_FILE)
     tokenizer.eos_token, tokenizer.pad_token = "<|im_end|>", "<|endoftext|>"
     model.config.eos_token_id = tokenizer.eos_token_id
     model.config.pad_token_id = tokenizer.pad_token_id
@@ -52,6 +55,22 @@ def smollm2_path(cache: str | Path | None = None) -> Path:
     ).save_pretrained(partial)
     partial.rename(target)  # complete folders only: an interrupted conversion is redone
     return target
+
+
+@contextlib.contextmanager
+def _gguf_parsed_once():
+    """transformers reads the GGUF four times (the tokenizer's config, the tokenizer, the model's config, the
+    weights), parsing its 49k-token vocabulary each time, and rebuilds gguf's tensor-name map for every tensor: most
+    of a conversion's CPU time. While held, each file is parsed once and each name map built once."""
+    import gguf
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    gguf.GGUFReader = functools.lru_cache(maxsize=None)(reader)
+    gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
 
 
 def main(argv=None) -> None:
