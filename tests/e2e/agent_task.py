@@ -18,6 +18,8 @@ import hashlib
 import json
 import os
 import random
+import shutil
+import threading
 from pathlib import Path
 from uuid import uuid4
 
@@ -135,37 +137,11 @@ def build(out: Path, train: int = 4, seed: int = 0, steps: int = 200, environmen
     (half the rows for tool_agent, half for ask_again) and ``out/agent_loops.yaml`` (ask_again's loop: one whose
     environment fails now and then, or never); returns ``out``."""
     import pandas as pd
-    import torch
-    from transformers import GenerationConfig
 
     from reinforce_ada.tools import tiny
 
-    rng = random.Random(seed)
-    chats = _episodes(rng, 512)
-    corpus = [m["content"] for chat in chats for m in chat] * 2 + ["user assistant tool"]
-    tokenizer = tiny.build_tokenizer(corpus)
-    tokenizer.add_tokens(list(CALL_PIECES))
-    model = tiny.build_model(tokenizer, seed)
-    examples = [_tokens(tokenizer, chat) for chat in chats]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    model.train()
-    for step in range(steps):
-        batch = examples[(step * 32) % len(examples):][:32]
-        width = max(len(ids) for ids, _ in batch)
-        input_ids = torch.tensor([ids + [tokenizer.pad_token_id] * (width - len(ids)) for ids, _ in batch])
-        labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in batch])
-        attention = (labels != -100) | (input_ids != tokenizer.pad_token_id)
-        loss = model(input_ids=input_ids, attention_mask=attention.long(), labels=labels).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    (out / "model").mkdir(parents=True, exist_ok=True)
+    _fit_model(out / "model", seed, steps)
     (out / "data").mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(out / "model")
-    model.save_pretrained(out / "model", safe_serialization=True)
-    GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id).save_pretrained(
-        out / "model"
-    )
     for split, count in (("train", train), ("test", 4)):
         rows = []
         for i, (question, answer) in enumerate(tiny.questions(count, seed + (split == "test"))):
@@ -181,6 +157,50 @@ def build(out: Path, train: int = 4, seed: int = 0, steps: int = 200, environmen
     loop = AskAgainAgentLoop if environment_fails else ReliableAskAgainAgentLoop
     (out / "agent_loops.yaml").write_text(f"- name: ask_again\n  _target_: {__name__}.{loop.__name__}\n")
     return out
+
+
+_FITTED: dict[tuple[int, int], Path] = {}  # (seed, steps) -> the first folder the model was fitted into
+_FITTING = threading.Lock()
+
+
+def _fit_model(folder: Path, seed: int, steps: int) -> None:
+    """Writes the tiny model fitted to the episodes' format (about 30 CPU-s) into ``folder``: fitted once for each
+    seed and step count in a process (jobs build their tasks in threads), copied thereafter; the fit depends on
+    nothing else."""
+    import torch
+    from transformers import GenerationConfig
+
+    from reinforce_ada.tools import tiny
+
+    with _FITTING:
+        if (seed, steps) in _FITTED:
+            shutil.copytree(_FITTED[(seed, steps)], folder)
+            return
+        rng = random.Random(seed)
+        chats = _episodes(rng, 512)
+        corpus = [m["content"] for chat in chats for m in chat] * 2 + ["user assistant tool"]
+        tokenizer = tiny.build_tokenizer(corpus)
+        tokenizer.add_tokens(list(CALL_PIECES))
+        model = tiny.build_model(tokenizer, seed)
+        examples = [_tokens(tokenizer, chat) for chat in chats]
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        model.train()
+        for step in range(steps):
+            batch = examples[(step * 32) % len(examples):][:32]
+            width = max(len(ids) for ids, _ in batch)
+            input_ids = torch.tensor([ids + [tokenizer.pad_token_id] * (width - len(ids)) for ids, _ in batch])
+            labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in batch])
+            attention = (labels != -100) | (input_ids != tokenizer.pad_token_id)
+            loss = model(input_ids=input_ids, attention_mask=attention.long(), labels=labels).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        tokenizer.save_pretrained(folder)
+        model.save_pretrained(folder, safe_serialization=True)
+        GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id).save_pretrained(
+            folder
+        )
+        _FITTED[(seed, steps)] = folder
 
 
 def overrides(task: Path) -> list[str]:
