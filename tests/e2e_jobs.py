@@ -142,5 +142,5 @@ class Jobs:
         'GenerationConfig' from 'transformers'"); once one build is done the names are resolved."""
         import trainer_runs  # not at the top: it copies the environment, which conftest sets up first
 
-        while not (trainer_runs.STARTED or self.jobs[0].done.is_set()):
+        while self.jobs and not (trainer_runs.STARTED or self.jobs[0].done.is_set()):
             time.sleep(1.0)
