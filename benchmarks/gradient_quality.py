@@ -32,7 +32,8 @@ batches, same replay orders) to GRPO-n4 and to balance. Batches share prompts, s
 a jackknife over training prompts (each estimate recomputed without the batches holding one prompt). The
 reference gradients' own split-half reliability (cosine of two disjoint halves) says how high a cosine can be.
 
-Resumable: pools and sketches are saved per prompt as they are made; the analysis reruns in minutes. Results:
+Resumable: pools and sketches are saved per prompt as they are made, named by the prompt's key, and a
+larger size extends them (more prompts, more responses a pool); the analysis reruns in minutes. Results:
 ``--json`` and the ``gradient_quality`` section of RESULTS.md, each with the date, machine and command.
 """
 
@@ -55,7 +56,7 @@ from benchmarks.stats import t_quantile
 from reinforce_ada.core.advantage import outcome_advantages
 from reinforce_ada.core.config import SamplerConfig
 from reinforce_ada.core.step import run_step
-from reinforce_ada.core.tracker import PassRateTracker, plan_first_requests
+from reinforce_ada.core.tracker import PassRateTracker, plan_first_requests, prompt_identity
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,10 +67,10 @@ PRIMARY = "cos_heldout"  # fixed before the first full run: the update's cosine 
 
 @dataclass(frozen=True)
 class Size:
-    train_prompts: int = 40
+    train_prompts: int = 48
     train_k: int = 64
     heldout_prompts: int = 64
-    heldout_k: int = 16
+    heldout_k: int = 32
     dims: int = 16384
     batch: int = 8
     batches: int = 60
@@ -156,35 +157,53 @@ class WallTime:
         self.since = now
 
 
+def pool_key(prompt: dict) -> str:
+    """The name of a prompt's pool and sketch files: its text's key, so that a larger sample of prompts finds the
+    pools of the prompts it shares with a smaller one."""
+    return prompt_identity(prompt["prompt"])
+
+
 def make_pools(folder: Path, model: Path, prompts: list[dict], k: int, size: Size, seed: int, sampler=None) -> None:
-    """``folder/pool_<i>.json``: k responses of prompt i (text, token ids, reward), through the project's own
-    sampling path and the math reward; prompts already pooled are skipped."""
+    """``folder/pool_<key>.json``: k responses of each prompt (text, token ids, reward), through the project's own
+    sampling path and the math reward. Pools already made are kept; a pool of fewer than k responses is extended
+    with new draws (the first draws use ``seed``, the draws after h responses ``seed + 1000 h``, so that an
+    extension never repeats the engine's earlier samples)."""
     from reinforce_ada.tasks.reward import compute_score
 
     folder.mkdir(parents=True, exist_ok=True)
-    todo = [i for i in range(len(prompts)) if not (folder / f"pool_{i}.json").exists()]
-    if not todo:
+    pools = {i: _read_pool(folder, p) for i, p in enumerate(prompts)}
+    short = [i for i in range(len(prompts)) if len(pools[i]) < k]
+    if not short:
         return
-    spent, start = WallTime(folder.parent), time.perf_counter()
-    engine = None
-    if sampler is None:
-        from reinforce_ada.tasks.vllm_sampling import chat_sampler
+    spent, start, done = WallTime(folder.parent), time.perf_counter(), 0
+    for have in sorted({len(pools[i]) for i in short}):
+        todo = [i for i in short if len(pools[i]) == have]
+        engine, draw = None, sampler
+        if draw is None:
+            from reinforce_ada.tasks.vllm_sampling import chat_sampler
 
-        engine, sampler = chat_sampler(str(model), temperature=1.0, max_tokens=size.max_tokens, seed=seed)
-    for chunk_start in range(0, len(todo), 16):
-        chunk = todo[chunk_start:chunk_start + 16]
-        responses = sampler([prompts[i]["prompt"] for i in chunk], k, token_ids=True)
-        for i, pairs in zip(chunk, responses):
-            pool = [{"text": text, "ids": ids,
-                     "reward": compute_score("arithmetic", text, prompts[i]["answer"])["score"]} for text, ids in pairs]
-            (folder / f"pool_{i}.json").write_text(json.dumps(pool))
-        spent.add()
-        _say(f"{folder.name}: {chunk_start + len(chunk)}/{len(todo)} prompts sampled "
-             f"({time.perf_counter() - start:.0f} s)")
-    if engine is not None:
-        from reinforce_ada.tasks.vllm_sampling import close_engine
+            engine, draw = chat_sampler(str(model), temperature=1.0, max_tokens=size.max_tokens,
+                                        seed=seed + 1000 * have)
+        for chunk_start in range(0, len(todo), 16):
+            chunk = todo[chunk_start:chunk_start + 16]
+            responses = draw([prompts[i]["prompt"] for i in chunk], k - have, token_ids=True)
+            for i, pairs in zip(chunk, responses):
+                pools[i] += [{"text": text, "ids": ids,
+                              "reward": compute_score("arithmetic", text, prompts[i]["answer"])["score"]}
+                             for text, ids in pairs]
+                (folder / f"pool_{pool_key(prompts[i])}.json").write_text(json.dumps(pools[i]))
+            spent.add()
+            done += len(chunk)
+            _say(f"{folder.name}: {done}/{len(short)} prompts sampled ({time.perf_counter() - start:.0f} s)")
+        if engine is not None:
+            from reinforce_ada.tasks.vllm_sampling import close_engine
 
-        close_engine(engine)
+            close_engine(engine)
+
+
+def _read_pool(folder: Path, prompt: dict) -> list[dict]:
+    path = folder / f"pool_{pool_key(prompt)}.json"
+    return json.loads(path.read_text()) if path.exists() else []
 
 
 # ------------------------------------------------------------------------------------------
@@ -314,13 +333,16 @@ def sketch_responses(model, sketch: Sketch, prompt_ids: list[int], responses: li
 
 
 def make_sketches(pool_folder: Path, out: Path, model_path: Path, prompts: list[dict], size: Size) -> None:
-    """``out/grad_<i>.npy`` (responses x dims, float32) and ``out/tokens_<i>.npy`` for each pooled prompt, the
-    gradient of the response's summed log-probability; prompts already sketched are skipped."""
+    """``out/grad_<key>.npy`` (responses x dims, float32) and ``out/tokens_<key>.npy`` for each pooled prompt, the
+    gradient of each response's summed log-probability; responses already sketched are kept (a pool that grew
+    has only its new responses sketched)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out.mkdir(parents=True, exist_ok=True)
-    todo = [i for i in range(len(prompts)) if not (out / f"grad_{i}.npy").exists()]
+    sketched = {i: _sketched(out, p) for i, p in enumerate(prompts)}
+    pools = {i: _read_pool(pool_folder, p) for i, p in enumerate(prompts)}
+    todo = [i for i in range(len(prompts)) if len(sketched[i]) < len(pools[i])]
     if not todo:
         return
     spent = WallTime(out.parent)
@@ -331,31 +353,41 @@ def make_sketches(pool_folder: Path, out: Path, model_path: Path, prompts: list[
     model.requires_grad_(False)
     start, done = time.perf_counter(), 0
     for i in todo:
-        pool = json.loads((pool_folder / f"pool_{i}.json").read_text())
+        key = pool_key(prompts[i])
         prompt_ids = tokenizer.apply_chat_template(prompts[i]["prompt"], add_generation_prompt=True, tokenize=True)
         if not isinstance(prompt_ids, list):
             prompt_ids = prompt_ids["input_ids"]
-        responses = [response["ids"] or [tokenizer.eos_token_id] for response in pool]
+        responses = [response["ids"] or [tokenizer.eos_token_id] for response in pools[i][len(sketched[i]):]]
         grads = [sketch_responses(model, sketch, prompt_ids, responses[b:b + SKETCH_BATCH])
                  for b in range(0, len(responses), SKETCH_BATCH)]
-        np.save(out / f"grad_{i}.npy", torch.cat(grads).numpy())
-        np.save(out / f"tokens_{i}.npy", np.array([len(ids) for ids in responses]))
+        kept, kept_tokens = sketched[i], _sketched(out, prompts[i], "tokens")
+        np.save(out / f"grad_{key}.npy", np.concatenate([kept.reshape(-1, size.dims), torch.cat(grads).numpy()]))
+        np.save(out / f"tokens_{key}.npy", np.concatenate([kept_tokens, [len(ids) for ids in responses]]))
         spent.add()
         done += 1
         left = (time.perf_counter() - start) / done * (len(todo) - done)
         _say(f"{out.name}: {done}/{len(todo)} prompts sketched, about {left / 60:.0f} min left")
 
 
+def _sketched(folder: Path, prompt: dict, what: str = "grad") -> np.ndarray:
+    path = folder / f"{what}_{pool_key(prompt)}.npy"
+    return np.load(path) if path.exists() else np.zeros((0,), dtype=np.float32 if what == "grad" else np.int64)
+
+
 # ------------------------------------------------------------------------------------------
 # 4: replays and measures
 # ------------------------------------------------------------------------------------------
-def load_split(pool_folder: Path, sketch_folder: Path, count: int) -> list[dict]:
+def load_split(pool_folder: Path, sketch_folder: Path, prompts: list[dict], k: int) -> list[dict]:
+    """Each prompt's first k responses: rewards, sketched gradients and token counts."""
     rows = []
-    for i in range(count):
-        pool = json.loads((pool_folder / f"pool_{i}.json").read_text())
+    for prompt in prompts:
+        pool = _read_pool(pool_folder, prompt)[:k]
         rows.append({"rewards": np.array([r["reward"] for r in pool], dtype=float),
-                     "grads": np.load(sketch_folder / f"grad_{i}.npy").astype(np.float64),
-                     "tokens": np.load(sketch_folder / f"tokens_{i}.npy").astype(float)})
+                     "grads": _sketched(sketch_folder, prompt)[:k].astype(np.float64),
+                     "tokens": _sketched(sketch_folder, prompt, "tokens")[:k].astype(float)})
+        if not len(rows[-1]["rewards"]) == len(rows[-1]["grads"]) == k:
+            raise ValueError(f"{pool_folder}: pool {pool_key(prompt)} has {len(pool)} responses and "
+                             f"{len(rows[-1]['grads'])} sketched, not {k}: rerun to complete it")
     return rows
 
 
@@ -561,8 +593,8 @@ def run_checkpoint(name: str, model: Path, work: Path, size: Size, train: list[d
     make_sketches(folder / "pools_train", folder / "sketch_train", model, train, size)
     make_sketches(folder / "pools_heldout", folder / "sketch_heldout", model, heldout, size)
     _say(f"{name}: replays")
-    result = analyse(load_split(folder / "pools_train", folder / "sketch_train", len(train)),
-                     load_split(folder / "pools_heldout", folder / "sketch_heldout", len(heldout)), size,
+    result = analyse(load_split(folder / "pools_train", folder / "sketch_train", train, size.train_k),
+                     load_split(folder / "pools_heldout", folder / "sketch_heldout", heldout, size.heldout_k), size,
                      [p["base_pass_rate"] for p in train])
     return {**result, "size": asdict(size), "date": datetime.date.today().isoformat(), "machine": machine(),
             "wall_hours": WallTime(folder).seconds() / 3600, "model": str(model)}

@@ -81,9 +81,9 @@ def test_the_report_tables_every_method_with_its_interval(tmp_path):
     json.dumps(ckpt)  # what the harness saves
 
 
-def test_pools_and_sketches_are_made_once_and_resume(tmp_path):
+def test_pools_and_sketches_are_made_once_resume_and_grow(tmp_path):
     """The tiny model: pools from a scripted sampler (the math reward scores them), then the sketched gradients;
-    a second call makes nothing again."""
+    a second call makes nothing again; a larger size draws and sketches only what is new, by prompt."""
     from transformers import AutoTokenizer
 
     from reinforce_ada.tools.tiny import build
@@ -91,27 +91,44 @@ def test_pools_and_sketches_are_made_once_and_resume(tmp_path):
     model = build(tmp_path / "tiny", train=2, test=1) / "model"
     tokenizer = AutoTokenizer.from_pretrained(model)
     prompts = [{"prompt": [{"role": "user", "content": f"What is {i} plus 1?"}], "answer": str(i + 1)}
-               for i in range(2)]
+               for i in range(3)]
     calls = []
 
     def sampler(messages, k, token_ids):
-        calls.append(len(messages))
-        texts = [f"\\boxed{{{j % 3}}}" for j in range(k)]
+        calls.append((len(messages), k))
+        texts = [f"\\boxed{{{(j + len(calls)) % 3}}}" for j in range(k)]
         return [[(t, tokenizer.encode(t, add_special_tokens=False)) for t in texts] for _ in messages]
 
     size = gq.Size(train_prompts=2, train_k=4, dims=64)
-    gq.make_pools(tmp_path / "pools", model, prompts, 4, size, seed=0, sampler=sampler)
-    gq.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, prompts, size)
-    rows = gq.load_split(tmp_path / "pools", tmp_path / "sketch", 2)
-    assert rows[0]["rewards"].tolist() == [0.0, 1.0, 0.0, 0.0]  # "What is 0 plus 1?": only \boxed{1} is right
+    gq.make_pools(tmp_path / "pools", model, prompts[:2], 4, size, seed=0, sampler=sampler)
+    gq.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, prompts[:2], size)
+    rows = gq.load_split(tmp_path / "pools", tmp_path / "sketch", prompts[:2], 4)
+    assert rows[0]["rewards"].tolist() == [1.0, 0.0, 0.0, 1.0]  # "What is 0 plus 1?": only \boxed{1} is right
     assert rows[1]["grads"].shape == (4, 64) and np.abs(rows[1]["grads"]).sum() > 0
-    before = (tmp_path / "sketch" / "grad_0.npy").stat().st_mtime
+    sketch = tmp_path / "sketch" / f"grad_{gq.pool_key(prompts[0])}.npy"
+    before = sketch.stat().st_mtime
     spent = gq.WallTime(tmp_path).seconds()  # the work kept, counted as it was saved
     assert spent > 0
-    gq.make_pools(tmp_path / "pools", model, prompts, 4, size, seed=0, sampler=sampler)
-    gq.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, prompts, size)
-    assert calls == [2] and (tmp_path / "sketch" / "grad_0.npy").stat().st_mtime == before
+    gq.make_pools(tmp_path / "pools", model, prompts[:2], 4, size, seed=0, sampler=sampler)
+    gq.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, prompts[:2], size)
+    assert calls == [(2, 4)] and sketch.stat().st_mtime == before
     assert gq.WallTime(tmp_path).seconds() == spent  # nothing made again, no time added
+
+    # a third prompt, listed first, and 6 responses a pool: the new prompt draws 6, the others 2 more each
+    grown = [prompts[2], *prompts[:2]]
+    gq.make_pools(tmp_path / "pools", model, grown, 6, size, seed=0, sampler=sampler)
+    gq.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, grown, size)
+    assert sorted(calls[1:]) == [(1, 6), (2, 2)]
+    again = gq.load_split(tmp_path / "pools", tmp_path / "sketch", grown, 6)
+    for old, new in zip(rows, again[1:]):
+        assert np.array_equal(new["rewards"][:4], old["rewards"]) and np.array_equal(new["grads"][:4], old["grads"])
+        assert new["grads"].shape == (6, 64) and np.abs(new["grads"][4:]).sum() > 0
+    # the same response sketched in the first call and in the extension has the same sketched gradient
+    first, extended = again[1]["grads"][0], again[1]["grads"][5]  # both \boxed{1}, from calls 1 and 3
+    assert np.allclose(first, extended, atol=1e-5)
+    assert gq.load_split(tmp_path / "pools", tmp_path / "sketch", grown, 4)[1]["grads"].shape == (4, 64)
+    with pytest.raises(ValueError, match="rerun to complete it"):
+        gq.load_split(tmp_path / "pools", tmp_path / "sketch", grown, 8)
 
 
 def test_paired_differences_are_taken_on_the_same_batches_with_a_jackknife_over_prompts():
