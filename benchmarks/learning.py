@@ -404,10 +404,11 @@ def train_run(
         except BaseException:
             _stop(process)
             raise
-    wall = time.perf_counter() - start
-    with open(run_dir / "attempts.jsonl", "a") as f:
-        f.write(json.dumps({"attempt": attempt, "wall_s": wall, "returncode": process.returncode,
-                            "date": datetime.datetime.now().isoformat(timespec="seconds")}) + "\n")
+        finally:  # a stopped attempt's time counts too (SIGTERM reaches here as SystemExit)
+            with open(run_dir / "attempts.jsonl", "a") as f:
+                f.write(json.dumps({"attempt": attempt, "wall_s": time.perf_counter() - start,
+                                    "returncode": process.returncode,
+                                    "date": datetime.datetime.now().isoformat(timespec="seconds")}) + "\n")
     if process.returncode != 0:
         demo.fail(f"{name} seed {seed}: verl's trainer exited with status {process.returncode} "
                   "(rerun the benchmark to resume from the last checkpoint)", log, "learning")
@@ -422,6 +423,7 @@ def train_run(
     record.write_text(json.dumps({
         "method": name, "seed": seed, "date": datetime.date.today().isoformat(), "machine": machine(),
         "wall_s": sum(a["wall_s"] for a in attempts), "attempts": len(attempts),
+        "attempt_dates": sorted({a["date"][:10] for a in attempts}),
         "command": (run_dir / f"command_{attempt:02d}.txt").read_text().strip(), "size": size.record(),
         **({"start": {"model": str(model), "fingerprint": start_id}} if start_id else {}),
         "steps": logged,

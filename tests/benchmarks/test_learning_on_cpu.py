@@ -267,3 +267,26 @@ def test_the_second_protocol_sweeps_then_pairs_each_seed_from_one_start(monkeypa
     assert calls == [("balance", 3, 3e-6, three), ("grpo_n4", 3, 3e-6, three)]
     text = (tmp_path / "RESULTS.md").read_text()
     assert "| 3 | 30.0 | 33.0 | 36.5 | +3.5 | +4.0 |" in text and "4 are done" in text
+
+
+def test_a_stopped_attempt_keeps_its_wall_time_and_its_trainer_is_stopped(tmp_path, monkeypatch):
+    """A SIGTERM reaches the harness as SystemExit while it follows the trainer: the trainer is stopped, and the
+    attempt is written down, so that the finished run's record counts the time of every attempt."""
+    import sys
+
+    started = []
+    monkeypatch.setattr(learning, "base_measured", lambda *a, **k: True)
+    monkeypatch.setattr(learning, "run_command", lambda *a, **k: [sys.executable, "-c", "import time; time.sleep(60)"])
+
+    def follow(process, *args):
+        started.append(process)
+        raise SystemExit(143)
+
+    monkeypatch.setattr(learning, "_follow", follow)
+    with pytest.raises(SystemExit):
+        learning.train_run("grpo_n4", 0, tmp_path / "model", {}, SIZE, 4, tmp_path / "work", tmp_path / "results", 16)
+    assert started[0].poll() is not None  # stopped with everything it started
+    (attempt,) = [json.loads(line) for line in
+                  (tmp_path / "work" / "runs" / "grpo_n4" / "seed0" / "attempts.jsonl").read_text().splitlines()]
+    assert attempt["attempt"] == 0 and attempt["wall_s"] > 0 and attempt["returncode"] != 0
+    assert not learning.record_path(tmp_path / "results", "grpo_n4", 0).exists()
