@@ -171,7 +171,7 @@ def make_pools(folder: Path, model: Path, prompts: list[dict], k: int, size: Siz
     from reinforce_ada.tasks.reward import compute_score
 
     folder.mkdir(parents=True, exist_ok=True)
-    pools = {i: _read_pool(folder, p) for i, p in enumerate(prompts)}
+    pools = [_read_pool(folder, p) for p in prompts]
     short = [i for i in range(len(prompts)) if len(pools[i]) < k]
     if not short:
         return
@@ -340,8 +340,8 @@ def make_sketches(pool_folder: Path, out: Path, model_path: Path, prompts: list[
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out.mkdir(parents=True, exist_ok=True)
-    sketched = {i: _sketched(out, p) for i, p in enumerate(prompts)}
-    pools = {i: _read_pool(pool_folder, p) for i, p in enumerate(prompts)}
+    sketched = [_sketched(out, p) for p in prompts]
+    pools = [_read_pool(pool_folder, p) for p in prompts]
     todo = [i for i in range(len(prompts)) if len(sketched[i]) < len(pools[i])]
     if not todo:
         return
