@@ -497,15 +497,16 @@ def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list
         half = float(t_quantile(0.975, n - 1) * np.sqrt((n - 1) / n * ((partial - partial.mean()) ** 2).sum()))
         return [value, value - half, value + half]
 
+    def snr(rows: list[dict], idx: list[int]) -> float:
+        """The update's signal-to-noise ratio over the batches ``idx``: mean |E u|^2 over mean E|u - E u|^2."""
+        return float(np.mean([rows[i]["signal"] for i in idx]) / np.mean([rows[i]["noise"] for i in idx]))
+
     def summary(rows: list[dict]) -> dict:
         def mean_of(key: str):
             return lambda idx: np.mean([rows[i][key] for i in idx])
 
-        def snr(idx: list[int]) -> float:
-            return float(np.mean([rows[i]["signal"] for i in idx]) / np.mean([rows[i]["noise"] for i in idx]))
-
         samples = float(np.mean([r["samples_per_prompt"] for r in rows]))
-        ratio = jackknife(snr)
+        ratio = jackknife(lambda idx: snr(rows, idx))
         return {
             "samples_per_prompt": samples,
             "cos_train": jackknife(mean_of("cos_train")),
@@ -516,9 +517,11 @@ def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list
         }
 
     def paired(name: str, reference: str, key: str) -> list[float]:
+        if key == "snr":  # a ratio of means over batches, so its difference is not a mean of per-batch differences
+            return jackknife(lambda idx: snr(per_batch[name], idx) - snr(per_batch[reference], idx))
         return jackknife(lambda idx: np.mean([per_batch[name][i][key] - per_batch[reference][i][key] for i in idx]))
 
-    differences = {reference: {name: {key: paired(name, reference, key) for key in ("cos_heldout", "cos_train")}
+    differences = {reference: {name: {key: paired(name, reference, key) for key in ("cos_heldout", "cos_train", "snr")}
                                for name in configs if name != reference} for reference in PAIRED_REFERENCES}
 
     reliability = {
@@ -575,9 +578,10 @@ def report(results: dict) -> str:
         for reference, rows in ckpt.get("paired", {}).items():
             lines += ["", f"Paired difference to {reference} on the same batches and replays (primary: the cosine "
                       "with the held-out gradient):", "",
-                      "| method | cos with held-out gradient | cos with batch reference |", "|---|---:|---:|"]
-            lines += [f"| {method} | {_cell(d['cos_heldout'], 4)} | {_cell(d['cos_train'], 4)} |"
-                      for method, d in rows.items()]
+                      "| method | cos with held-out gradient | cos with batch reference | SNR |",
+                      "|---|---:|---:|---:|"]
+            lines += [f"| {method} | {_cell(d['cos_heldout'], 4)} | {_cell(d['cos_train'], 4)} | "
+                      f"{_cell(d['snr']) if 'snr' in d else 'not measured'} |" for method, d in rows.items()]
         lines += ["", f"Command: `{ckpt['command']}`", ""]
     return "\n".join(lines)
 
