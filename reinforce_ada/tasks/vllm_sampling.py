@@ -27,6 +27,8 @@ def chat_sampler(
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     from vllm import LLM, SamplingParams
 
+    from reinforce_ada.platform.cpu import VLLM_BLOCK_SIZE
+
     llm = LLM(
         model=str(model),
         seed=seed,
@@ -34,6 +36,7 @@ def chat_sampler(
         # vLLM-CPU in bf16 generates slower than in fp32 on a CPU without AMX (docs/cpu.md)
         dtype="auto" if on_gpu else "float32",
         gpu_memory_utilization=memory_utilization or (0.9 if on_gpu else CPU_MEMORY_UTILIZATION),
+        **({} if on_gpu else {"block_size": VLLM_BLOCK_SIZE, "enable_prefix_caching": True}),
     )
 
     def sample(prompts: Sequence[list[dict]], k: int, token_ids: bool = False) -> list[list]:

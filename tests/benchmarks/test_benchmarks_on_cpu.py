@@ -260,3 +260,35 @@ def test_checker_memory_measures_a_pool_in_this_process(monkeypatch):
     result = measure(2)
     assert result["checkers"] == 2 and result["ray_in_checker"] is False
     assert 10 < result["uss_mb"] <= result["rss_mb"] < 1000
+
+
+def test_kv_block_size_alternates_the_sizes_and_reports_each_repeats_ratio(tmp_path, monkeypatch):
+    """The harness's bookkeeping, with the engine replaced by a stand-in whose block of 32 takes half the time: each
+    mode runs both sizes every repeat, the first size alternating, and the table gives each repeat's ratio."""
+    from benchmarks import kv_block_size
+
+    calls = []
+
+    def fake(model, block_size, prompts, k, mode, max_tokens):
+        calls.append((mode, block_size, len(prompts), k))
+        seconds = (40.0 if block_size == 128 else 20.0) * (1 + len(calls) / 100)
+        return {"block_size": block_size, "mode": mode, "seconds": seconds, "responses": len(prompts) * k,
+                "generated_tokens": 10, "prompt_tokens": 70 * len(prompts) * (k if mode == "copies" else 1),
+                "cached_prompt_tokens": 0 if block_size == 128 else 64}
+
+    monkeypatch.setattr(kv_block_size, "time_generation", fake)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    results = tmp_path / "RESULTS.md"
+    out = kv_block_size.main(["--model", str(model), "--repeats", "2", "--copies-prompts", "3", "--n-prompts", "2",
+                              "--json", str(tmp_path / "kv.json"), "--write", str(results)])
+    assert [c[:2] for c in calls] == [("copies", 128), ("copies", 32), ("n", 128), ("n", 32),
+                                      ("copies", 32), ("copies", 128), ("n", 32), ("n", 128)]
+    assert {c[2:] for c in calls if c[0] == "copies"} == {(3, 4)} and {c[2:] for c in calls if c[0] == "n"} == {(2, 16)}
+    rows = {tuple(cell.strip() for cell in line.split("|")[1:4]): line
+            for line in results.read_text().splitlines() if line.startswith("| copies") or line.startswith("| n |")}
+    assert rows[("copies", "3 x 4", "128")].rstrip(" |").endswith("1.00, 1.00")
+    ratio = [float(x) for x in rows[("copies", "3 x 4", "32")].rstrip(" |").split("|")[-1].split(",")]
+    assert all(0.45 < r < 0.55 for r in ratio)
+    assert json.loads((tmp_path / "kv.json").read_text())["runs"] == out["runs"] and len(out["runs"]) == 8

@@ -100,3 +100,19 @@ def test_a_local_ray_start_prestarts_no_idle_workers_and_a_cluster_is_left_alone
     monkeypatch.setenv("RAY_prestart_worker_first_driver", "1")  # the user's own choice stays
     cpu.prepare_config(gpu_config("actor_rollout_ref.rollout.name=vllm"))
     assert cpu.os.environ["RAY_prestart_worker_first_driver"] == "1"
+
+
+def test_vllm_kv_blocks_are_small_enough_for_prefix_caching_unless_the_user_sized_them(monkeypatch):
+    """vLLM-CPU's default block of 128 tokens leaves a shorter prompt uncached, computed again for each of its n
+    samples; the platform asks for the smallest block its attention takes, and a size the user set stays."""
+    monkeypatch.setenv("RAY_ADDRESS", "local")
+    config = gpu_config("actor_rollout_ref.rollout.name=vllm")
+    changes = cpu.prepare_config(config)
+    assert config.actor_rollout_ref.rollout.engine_kwargs.vllm.block_size == cpu.VLLM_BLOCK_SIZE == 32
+    assert "actor_rollout_ref.rollout.engine_kwargs.vllm.block_size=32" in changes
+    assert config.actor_rollout_ref.rollout.enable_prefix_caching  # verl's default, which the blocks serve
+
+    own = gpu_config("actor_rollout_ref.rollout.name=vllm",
+                     "+actor_rollout_ref.rollout.engine_kwargs.vllm.block_size=64")
+    assert not any("block_size" in c for c in cpu.prepare_config(own))
+    assert own.actor_rollout_ref.rollout.engine_kwargs.vllm.block_size == 64
