@@ -87,6 +87,11 @@ from benchmarks.learning_report import (
 from benchmarks.results import machine
 from reinforce_ada.demo import run as demo
 from reinforce_ada.demo import task as demo_task
+from reinforce_ada.platform.cpu import VLLM_BLOCK_SIZE
+
+# vLLM's KV block size, on the command line so that a record says it: the platform has set 32 since 2026-12-06
+# (prefix caching then reuses the few-shot prompt; generation twice as fast), vLLM's CPU default before was 128
+KV_BLOCK = f"+actor_rollout_ref.rollout.engine_kwargs.vllm.block_size={VLLM_BLOCK_SIZE}"
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -350,6 +355,7 @@ def run_command(
         # validation before the first step gives step 0 (once per seed: every method starts from the same model);
         # a resumed run has it already
         f"trainer.val_before_train={'true' if validate_base and not resuming else 'false'}",
+        KV_BLOCK,
         *overrides,
     ])
 
@@ -535,7 +541,10 @@ def main(argv: list[str] | None = None) -> None:
             size = replace(size, run=replace(size.run, lr=lr))
             _say(f"2/4 learning rate {lr:g}, by the protocol's rule on the sweep's curves")
             chosen = record_path(results, "grpo_n4", 0)
-            if not chosen.exists():  # the sweep's run at the chosen rate is GRPO-n4's seed 0, command for command
+            if not chosen.exists() and KV_BLOCK in sweep[lr]["command"].split():
+                # the sweep's run at the chosen rate is GRPO-n4's seed 0, command for command; a sweep run made
+                # at vLLM's old block size is not (its rollouts and evaluations took twice as long), and seed 0's
+                # GRPO-n4 runs again below
                 chosen.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(record_path(sweep_folder(results, lr), "grpo_n4", 0), chosen)
         elif not args.report_only:
