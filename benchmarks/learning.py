@@ -70,6 +70,7 @@ from benchmarks.learning_protocol import (
     FORMAT_LR,
     FORMAT_SEED,
     FORMAT_STEPS,
+    KV_BLOCK,
     PROTOCOLS,
     UNFILTERED,
     Protocol,
@@ -87,11 +88,6 @@ from benchmarks.learning_report import (
 from benchmarks.results import machine
 from reinforce_ada.demo import run as demo
 from reinforce_ada.demo import task as demo_task
-from reinforce_ada.platform.cpu import VLLM_BLOCK_SIZE
-
-# vLLM's KV block size, on the command line so that a record says it: the platform has set 32 since 2026-12-06
-# (prefix caching then reuses the few-shot prompt; generation twice as fast), vLLM's CPU default before was 128
-KV_BLOCK = f"+actor_rollout_ref.rollout.engine_kwargs.vllm.block_size={VLLM_BLOCK_SIZE}"
 
 ROOT = Path(__file__).resolve().parents[1]
 

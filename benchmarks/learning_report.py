@@ -14,6 +14,7 @@ from benchmarks.learning_protocol import (
     FORMAT_LR,
     FORMAT_SEED,
     FORMAT_STEPS,
+    KV_BLOCK,
     PROTOCOLS,
     UNFILTERED,
     Protocol,
@@ -22,6 +23,7 @@ from benchmarks.learning_protocol import (
 from benchmarks.results import write_section
 from benchmarks.stats import excludes_zero, mean_ci, sd, seeds_needed
 from reinforce_ada.demo.run import read_jsonl
+from reinforce_ada.platform.cpu import VLLM_BLOCK_SIZE
 
 
 def record_path(results: Path, name: str, seed: int) -> Path:
@@ -292,6 +294,10 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
                 start_of[(BASELINE, 0)] != start_of_record(chosen):
             lines += ["", f"{BASELINE}'s seed 0 is not the sweep's run: that run's pair was split across sessions, "
                       "so seed 0 was run again from a later start."]
+        elif complete and chosen and KV_BLOCK not in chosen.get("command", "").split():
+            lines += ["", f"{BASELINE}'s seed 0 is not the sweep's run: the sweep ran at vLLM-CPU's KV block of 128 "
+                      f"tokens, and seed 0 was run again at {VLLM_BLOCK_SIZE}, as every run of the protocol "
+                      "(docs/benchmarks.md)."]
     reference = BASELINE
     for method in methods:
         if method == reference:

