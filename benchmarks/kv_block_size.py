@@ -41,10 +41,10 @@ def time_generation(model: str, block_size: int, prompts: list[list[dict]], k: i
               block_size=block_size, enable_prefix_caching=True)
     try:
         if mode == "copies":
-            requests, params = [p for p in prompts for _ in range(k)], SamplingParams(n=1, max_tokens=max_tokens)
+            requests, params = [p for p in prompts for _ in range(k)], SamplingParams(
+                n=1, temperature=1.0, max_tokens=max_tokens)
         else:
-            requests, params = prompts, SamplingParams(n=k, max_tokens=max_tokens)
-        params.temperature = 1.0
+            requests, params = prompts, SamplingParams(n=k, temperature=1.0, max_tokens=max_tokens)
         start = time.perf_counter()
         outputs = llm.chat(requests, params, use_tqdm=False)
         seconds = time.perf_counter() - start

@@ -78,6 +78,7 @@ from benchmarks.learning_protocol import (
     method_overrides,
 )
 from benchmarks.learning_report import (
+    at_kv_block,
     heldout_curve,
     merged_steps,
     read_records,
@@ -426,7 +427,9 @@ def train_run(
         "method": name, "seed": seed, "date": datetime.date.today().isoformat(), "machine": machine(),
         "wall_s": sum(a["wall_s"] for a in attempts), "attempts": len(attempts),
         "attempt_dates": sorted({a["date"][:10] for a in attempts}),
-        "command": (run_dir / f"command_{attempt:02d}.txt").read_text().strip(), "size": size.record(),
+        "command": (run_dir / f"command_{attempt:02d}.txt").read_text().strip(),
+        "commands": [path.read_text().strip() for path in sorted(run_dir.glob("command_*.txt"))],
+        "size": size.record(),
         **({"start": {"model": str(model), "fingerprint": start_id}} if start_id else {}),
         "steps": logged,
     }, indent=1) + "\n")
@@ -537,7 +540,7 @@ def main(argv: list[str] | None = None) -> None:
             size = replace(size, run=replace(size.run, lr=lr))
             _say(f"2/4 learning rate {lr:g}, by the protocol's rule on the sweep's curves")
             chosen = record_path(results, "grpo_n4", 0)
-            if not chosen.exists() and KV_BLOCK in sweep[lr]["command"].split():
+            if not chosen.exists() and at_kv_block(sweep[lr]):
                 # the sweep's run at the chosen rate is GRPO-n4's seed 0, command for command; a sweep run made
                 # at vLLM's old block size is not (its rollouts and evaluations took twice as long), and seed 0's
                 # GRPO-n4 runs again below

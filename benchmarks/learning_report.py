@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 from pathlib import Path
 
 from benchmarks.learning_protocol import (
@@ -17,13 +18,13 @@ from benchmarks.learning_protocol import (
     KV_BLOCK,
     PROTOCOLS,
     UNFILTERED,
+    VLLM_BLOCK_SIZE,
     Protocol,
     Size,
 )
 from benchmarks.results import write_section
 from benchmarks.stats import excludes_zero, mean_ci, sd, seeds_needed
 from reinforce_ada.demo.run import read_jsonl
-from reinforce_ada.platform.cpu import VLLM_BLOCK_SIZE
 
 
 def record_path(results: Path, name: str, seed: int) -> Path:
@@ -219,6 +220,12 @@ def start_of_record(record: dict) -> str | None:
     return record.get("start", {}).get("fingerprint")
 
 
+def at_kv_block(record: dict) -> bool:
+    """Whether every attempt of a run had vLLM's KV blocks of today's size on its command line (a record lists its
+    attempts' commands; older records name only the last)."""
+    return all(KV_BLOCK in shlex.split(command) for command in record.get("commands", [record.get("command", "")]))
+
+
 def heldout_curve(record: dict, eval_k: int, source: str = FILTERED) -> dict[int, float]:
     """Step -> held-out Avg@k of a run's record (its evaluated steps only)."""
     key = f"val-core/{source}/reward/mean@{eval_k}"
@@ -294,7 +301,7 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
                 start_of[(BASELINE, 0)] != start_of_record(chosen):
             lines += ["", f"{BASELINE}'s seed 0 is not the sweep's run: that run's pair was split across sessions, "
                       "so seed 0 was run again from a later start."]
-        elif complete and chosen and KV_BLOCK not in chosen.get("command", "").split():
+        elif complete and chosen and (BASELINE, 0) in start_of and not at_kv_block(chosen):
             lines += ["", f"{BASELINE}'s seed 0 is not the sweep's run: the sweep ran at vLLM-CPU's KV block of 128 "
                       f"tokens, and seed 0 was run again at {VLLM_BLOCK_SIZE}, as every run of the protocol "
                       "(docs/benchmarks.md)."]

@@ -137,7 +137,7 @@ def prepare_config(config: DictConfig) -> list[str]:
     # busy-waits, a core of two; "uni" runs the model in the engine process (with VLLM_ENABLE_V1_MULTIPROCESSING=0,
     # set by activate(): without it vLLM-CPU turns "uni" back into "mp")
     require("actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend", "uni")
-    if _select(config, "actor_rollout_ref.rollout.engine_kwargs.vllm").get("block_size") is None:  # the user's stays
+    if _select(config, "actor_rollout_ref.rollout.engine_kwargs.vllm").get("block_size") is None:  # unset or null
         require("actor_rollout_ref.rollout.engine_kwargs.vllm.block_size", VLLM_BLOCK_SIZE)
     if (config.get("reinforce_ada") or {}).get("sampling_seed") is not None:
         # a seeded request's sampler is rewound after a partial prefill, which vLLM-CPU's generator cannot do
