@@ -31,6 +31,7 @@ What it takes, in the order verl meets it:
    supported on current platform"), no chunked prefill with ``reinforce_ada.sampling_seed`` ("CPU
    Generator does not use offset"), and oversubscribed logical CPUs: each placement-group
    bundle asks for several, and with Ray's default (the 2 real cores) the V1 trainer hangs.
+   One setting is a default, not a necessity: vLLM KV blocks of 32 tokens (:data:`VLLM_BLOCK_SIZE`).
 """
 
 from __future__ import annotations
