@@ -92,6 +92,8 @@ def main(argv=None) -> None:
         RESULTS_DIR / "rollout_time_smollm2-135m-instruct.json", RESULTS_DIR / "rollout_time_tiny.json"]
     source = next((p for p in candidates if p.exists()), None)
     generation = json.loads(source.read_text()) if source else None
+    in_results = source is not None and source.resolve().parent == RESULTS_DIR.resolve()
+    shown = f"benchmarks/results/{source.name}" if in_results else source
     generation_ms = generation["balance_ms_per_prompt"] if generation else None
     lines = [
         "| prompts B | sampler total | sampler per prompt | estimator per prompt | verl grpo per prompt | "
@@ -118,7 +120,7 @@ def main(argv=None) -> None:
         + (
             f" Controller / generation: (sampler + estimator) per prompt over the vLLM-CPU generation time per "
             f"prompt of Reinforce-Ada-balance with {generation['model']}, {generation_ms:.1f} ms, from "
-            f"`{'benchmarks/results/' + source.name if source.resolve().parent == RESULTS_DIR.resolve() else source}` "
+            f"`{shown}` "
             f"(benchmarks/rollout_time.py; its own section here gives the date and machine it was measured on)."
             if generation_ms
             else ""

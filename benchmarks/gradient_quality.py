@@ -497,29 +497,22 @@ def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list
         half = float(t_quantile(0.975, n - 1) * np.sqrt((n - 1) / n * ((partial - partial.mean()) ** 2).sum()))
         return [value, value - half, value + half]
 
-    def snr(rows: list[dict], idx: list[int]) -> float:
-        """The update's signal-to-noise ratio over the batches ``idx``: mean |E u|^2 over mean E|u - E u|^2."""
-        return float(np.mean([rows[i]["signal"] for i in idx]) / np.mean([rows[i]["noise"] for i in idx]))
+    def measure(rows: list[dict], key: str, idx: list[int]) -> float:
+        """A method's measure over the batches ``idx``: the mean of the per-batch values, or for ``snr`` the update's
+        signal-to-noise ratio, mean |E u|^2 over mean E|u - E u|^2."""
+        if key == "snr":
+            return float(np.mean([rows[i]["signal"] for i in idx]) / np.mean([rows[i]["noise"] for i in idx]))
+        return float(np.mean([rows[i][key] for i in idx]))
 
     def summary(rows: list[dict]) -> dict:
-        def mean_of(key: str):
-            return lambda idx: np.mean([rows[i][key] for i in idx])
-
         samples = float(np.mean([r["samples_per_prompt"] for r in rows]))
-        ratio = jackknife(lambda idx: snr(rows, idx))
-        return {
-            "samples_per_prompt": samples,
-            "cos_train": jackknife(mean_of("cos_train")),
-            "cos_heldout": jackknife(mean_of("cos_heldout")),
-            "gain": jackknife(mean_of("gain")),
-            "snr": ratio,
-            "snr_per_sample": [v / samples for v in ratio],
-        }
+        result = {key: jackknife(lambda idx, key=key: measure(rows, key, idx))
+                  for key in ("cos_train", "cos_heldout", "gain", "snr")}
+        return {"samples_per_prompt": samples, **result, "snr_per_sample": [v / samples for v in result["snr"]]}
 
     def paired(name: str, reference: str, key: str) -> list[float]:
-        if key == "snr":  # a ratio of means over batches, so its difference is not a mean of per-batch differences
-            return jackknife(lambda idx: snr(per_batch[name], idx) - snr(per_batch[reference], idx))
-        return jackknife(lambda idx: np.mean([per_batch[name][i][key] - per_batch[reference][i][key] for i in idx]))
+        """The difference of two methods' measures, each over the same batches in every jackknife replicate."""
+        return jackknife(lambda idx: measure(per_batch[name], key, idx) - measure(per_batch[reference], key, idx))
 
     differences = {reference: {name: {key: paired(name, reference, key) for key in ("cos_heldout", "cos_train", "snr")}
                                for name in configs if name != reference} for reference in PAIRED_REFERENCES}

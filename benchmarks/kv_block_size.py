@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 import time
@@ -31,14 +30,12 @@ BLOCK_SIZES = (128, 32)
 
 def time_generation(model: str, block_size: int, prompts: list[list[dict]], k: int, mode: str, max_tokens: int
                     ) -> dict:
-    """One engine at ``block_size``, prefix caching on: the seconds to draw k responses per prompt."""
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process, as the sampler
-    from vllm import LLM, SamplingParams
+    """The package's in-process engine at ``block_size``: the seconds to draw k responses per prompt."""
+    from vllm import SamplingParams
 
-    from reinforce_ada.tasks.vllm_sampling import CPU_MEMORY_UTILIZATION, close_engine
+    from reinforce_ada.tasks.vllm_sampling import chat_sampler, close_engine
 
-    llm = LLM(model=model, seed=0, enforce_eager=True, dtype="float32", gpu_memory_utilization=CPU_MEMORY_UTILIZATION,
-              block_size=block_size, enable_prefix_caching=True)
+    llm, _ = chat_sampler(model, temperature=1.0, max_tokens=max_tokens, seed=0, block_size=block_size)
     try:
         if mode == "copies":
             requests, params = [p for p in prompts for _ in range(k)], SamplingParams(

