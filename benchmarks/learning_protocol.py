@@ -16,6 +16,7 @@ BASELINE = "grpo_n4"
 # vLLM's KV block size, on every run's command line so that its record says it: the platform has set 32 since
 # 2026-12-06 (prefix caching then reuses the few-shot prompt; generation twice as fast); before, vLLM-CPU used 128
 KV_BLOCK = f"++actor_rollout_ref.rollout.engine_kwargs.vllm.block_size={VLLM_BLOCK_SIZE}"
+VLLM_CPU_DEFAULT_BLOCK = 128  # vLLM-CPU's KV block where nothing sets one (runs before the platform set 32)
 
 
 @dataclass(frozen=True)

