@@ -37,11 +37,9 @@ def time_generation(model: str, block_size: int, prompts: list[list[dict]], k: i
 
     llm, _ = chat_sampler(model, temperature=1.0, max_tokens=max_tokens, seed=0, block_size=block_size)
     try:
-        if mode == "copies":
-            requests, params = [p for p in prompts for _ in range(k)], SamplingParams(
-                n=1, temperature=1.0, max_tokens=max_tokens)
-        else:
-            requests, params = prompts, SamplingParams(n=k, temperature=1.0, max_tokens=max_tokens)
+        # "copies": k requests of one response each (verl's way); "n": one request of k responses
+        requests = [p for p in prompts for _ in range(k)] if mode == "copies" else prompts
+        params = SamplingParams(n=1 if mode == "copies" else k, temperature=1.0, max_tokens=max_tokens)
         start = time.perf_counter()
         outputs = llm.chat(requests, params, use_tqdm=False)
         seconds = time.perf_counter() - start

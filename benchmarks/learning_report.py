@@ -229,6 +229,11 @@ def kv_blocks(record: dict) -> list[int]:
             for command in record.get("commands", [record.get("command", "")])]
 
 
+def run_dates(record: dict) -> list[str]:
+    """The days a run was measured on: each attempt's start and the day its record was written."""
+    return sorted(set(record.get("attempt_dates", [])) | {record["date"]})
+
+
 def at_kv_block(record: dict) -> bool:
     """Whether every attempt of a run had vLLM's KV blocks of today's size."""
     return all(size == VLLM_BLOCK_SIZE for size in kv_blocks(record))
@@ -306,7 +311,7 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
                          + f" | {100 * max(drop, 0.0):.1f} | {'yes' if complete and lr == size.run.lr else ''} | "
                          f"{sweep[lr].get('start', {}).get('fingerprint', '')} | "
                          f"{', then '.join(str(b) for b in kv_blocks(sweep[lr]))} | "
-                         f"{', '.join(sweep[lr].get('attempt_dates', [sweep[lr].get('date', '')]))} | "
+                         f"{', '.join(run_dates(sweep[lr]))} | "
                          f"{sweep[lr].get('wall_s', 0.0) / 60:.1f} min |")
         chosen = sweep.get(size.run.lr)
         if complete and chosen and (BASELINE, 0) in start_of and \
@@ -592,7 +597,7 @@ def measured_span(runs: list[dict], sweep: list[dict] = ()) -> str | None:
     recorded = [r for r in runs if r["finished"]] + list(sweep)
     if not recorded:
         return None
-    dates = sorted({d for r in recorded for d in r.get("attempt_dates", [r["date"]])} | {r["date"] for r in recorded})
+    dates = sorted({day for r in recorded for day in run_dates(r)})
     machines = sorted({r["machine"] for r in recorded})
     span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
     return f"{span} on {' and '.join(machines)}"
