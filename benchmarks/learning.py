@@ -41,8 +41,10 @@ the same machine, and starts again on a new one.
 ``--quick`` runs every phase in minutes (a pool of 12 questions, 1 step of 2 prompts, 1 seed).
 
 ``--protocol second`` is the design written in docs/benchmarks.md before its runs: every run starts from a
-checkpoint after the answer format is learned (:func:`format_checkpoint`, made once per work folder; runs of a
-seed are paired only from the same weights, :func:`keep_pairable`), the learning rate is chosen by a sweep of
+checkpoint after the answer format is learned (:func:`format_checkpoint`, made once per work folder, so again in a
+session that starts without the last one's; a seed's runs are paired by seed even when their starts differ, and each
+run validates its own start unless a run of its seed from the same weights did, :func:`base_measured`), the learning
+rate is chosen by a sweep of
 GRPO-n4 and a fixed rule (:func:`choose_lr`), held-out Avg@4 on 128 filtered and 128 unfiltered questions every
 5 steps, and the primary measure is each seed's paired difference of the area under the held-out curve
 (``benchmarks.learning_report.report_paired``). Its results go to ``benchmarks/results/learning_second``.
@@ -223,7 +225,8 @@ def format_checkpoint(work: Path, model: Path, data: dict, size: Size, steps: in
     Hugging Face folder; made once per ``work`` folder and kept there.
 
     Training on a CPU is not bit-reproducible across machines and sessions, so a checkpoint made in another
-    work folder differs a little: :func:`fingerprint` tells them apart, and runs are paired only on the same one.
+    work folder differs a little: :func:`fingerprint` tells them apart, every run's record names its start, and
+    the report says which of a seed's runs shared one.
     """
     from reinforce_ada.tasks.evaluate import hf_folder
 
@@ -290,26 +293,6 @@ def sweep_folder(root: Path, lr: float) -> Path:
     return root / "sweep" / f"lr{lr:g}"
 
 
-def keep_pairable(results: Path, seed: int, names: list[str], start_id: str) -> list[str]:
-    """A seed's methods compare only from the same start. Before a seed runs, if one of ``names`` (every method
-    of the protocol and of this call) has no record yet, the seed's records from another start (an earlier
-    session's format checkpoint) are moved to ``results/unpaired/`` (kept, not deleted) and run again with the
-    rest, so that all of the seed's runs share this session's start. A seed whose methods are all done is left
-    as it is."""
-    records = {name: record_path(results, name, seed) for name in names}
-    done = {name: start_of_record(json.loads(path.read_text())) for name, path in records.items() if path.exists()}
-    foreign = [name for name, start in done.items() if start != start_id]
-    if not foreign or len(done) == len(names):
-        return []
-    (results / "unpaired").mkdir(parents=True, exist_ok=True)
-    for name in foreign:
-        target = results / "unpaired" / f"{name}_seed{seed}_{done[name]}.json"
-        records[name].rename(target)
-        _say(f"3/4 {name} seed {seed}: its record started from another checkpoint ({done[name]}, now {start_id}); "
-             f"moved to {target} and run again so that seed {seed} pairs")
-    return foreign
-
-
 # ------------------------------------------------------------------------------------------
 # phase 3: one resumable run
 # ------------------------------------------------------------------------------------------
@@ -349,8 +332,8 @@ def run_command(
         *([f"actor_rollout_ref.actor.optim.lr_warmup_steps={size.warmup_steps}"] if size.warmup_steps else []),
         "trainer.project_name=reinforce_ada_learning", f"trainer.experiment_name={name}_seed{seed}",
         f"trainer.save_freq={size.run.eval_every}", "trainer.max_actor_ckpt_to_keep=1", "trainer.resume_mode=auto",
-        # validation before the first step gives step 0 (once per seed: every method starts from the same model);
-        # a resumed run has it already
+        # validation before the first step gives step 0 (once per seed and start: the seed's runs from the same
+        # weights share it); a resumed run has it already
         f"trainer.val_before_train={'true' if validate_base and not resuming else 'false'}",
         KV_BLOCK,
         *overrides,
@@ -388,6 +371,8 @@ def train_run(
         return record
     validate_base = not base_measured(results, work, size, seed, start_id)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if start_id:  # which start an unfinished run has (its record will say it too)
+        (run_dir / "start.txt").write_text(start_id + "\n")
     attempt = len(list(run_dir.glob("metrics_*.jsonl")))
     command = run_command(method, seed, model, data, size, matched_n, run_dir, prompt_tokens, validate_base)
     (run_dir / f"command_{attempt:02d}.txt").write_text(shlex.join(command) + "\n")
@@ -551,13 +536,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.report_only:
         total, done = len(seeds) * len(methods), 0
         for seed in seeds:
-            seed_methods = list(methods)
-            if start_id:  # a seed's runs all start from this session's checkpoint
-                names = {method_overrides(m, size, matched["n"])[0]: m for m in [*protocol.methods, *methods]}
-                moved = [names[name] for name in keep_pairable(results, seed, list(names), start_id)]
-                seed_methods += [m for m in moved if m not in seed_methods]
-                total += len(seed_methods) - len(methods)
-            for method in seed_methods:
+            for method in methods:
                 done += 1
                 _say(f"3/4 run {done}/{total} ({demo.minutes(time.perf_counter() - started)} so far)")
                 train_run(method, seed, start, data, size, matched["n"], work, results, prompt_tokens, start_id)

@@ -104,25 +104,30 @@ def collect(work: Path, results: Path, size: Size) -> tuple[list[dict], list[dic
     for run_dir in sorted((work / "runs").glob("*/seed*")):
         method, seed = run_dir.parent.name, int(run_dir.name.removeprefix("seed"))
         if (method, seed) not in finished:
-            sources.append((method, seed, merged_steps(run_dir), None))
+            start = (run_dir / "start.txt").read_text().strip() if (run_dir / "start.txt").exists() else None
+            sources.append((method, seed, merged_steps(run_dir), {"start": {"fingerprint": start}} if start else None))
     for method, seed, steps, record in sources:
+        done = record is not None and "steps" in record
         evaluated, logged = run_rows(method, seed, steps, size.run.eval_k)
+        start = start_of_record(record) if record else None
         if evaluated and evaluated[0]["step"] != 0:
-            evaluated.insert(0, {"method": method, "seed": seed, "step": 0, "base_of_seed": True})  # filled below
+            evaluated.insert(0, {"method": method, "seed": seed, "step": 0, "base_of": start})  # filled below
         for row in evaluated:
-            row["finished"] = record is not None
+            row.update(finished=done, start=start)
         rows += evaluated
         per_step += logged
-        about = {k: v for k, v in record.items() if k != "steps"} if record else {"method": method, "seed": seed}
-        runs.append({**about, "finished": record is not None, "steps_logged": len(logged)})
-    # step 0 is the base model, validated once per seed (by its first run): the seed's other runs share it
-    base = {r["seed"]: r for r in rows if r["step"] == 0 and "base_of_seed" not in r}
+        about = {k: v for k, v in record.items() if k != "steps"} if done else {"method": method, "seed": seed}
+        runs.append({**about, "finished": done, "steps_logged": len(logged)})
+    # step 0 is the start, validated by the first run of a seed from those weights: the seed's other runs from
+    # the same weights share it
+    base = {(r["seed"], r["start"]): r for r in rows if r["step"] == 0 and "base_of" not in r}
     filled = []
     for row in rows:
-        if row.get("base_of_seed"):
-            if row["seed"] not in base:
-                continue  # its seed's base model has not been measured yet
-            row = {**base[row["seed"]], "method": row["method"], "finished": row["finished"], "base_of_seed": True}
+        if "base_of" in row:
+            if (row["seed"], row["base_of"]) not in base:
+                continue  # this start has not been validated for the seed yet
+            row = {**base[(row["seed"], row["base_of"])], "method": row["method"], "finished": row["finished"],
+                   "base_of_seed": True}
         filled.append(row)
     return filled, per_step, runs
 
@@ -262,8 +267,9 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
                   protocol: Protocol, sweep: dict[float, dict], records: str = "runs") -> str:
     """The second protocol's RESULTS.md section: the sweep (``sweep``: rate -> its run's record) and its choice,
     then each method against GRPO-n4 paired by seed on the primary measure (the filtered held-out curve's area
-    over steps 0..last), the seeds that measure needs, and the secondary measures. Finished runs only, and a
-    seed's two runs only when they started from the same weights; every sentence computed from its rows."""
+    over steps 0..last), the seeds that measure needs, and the secondary measures. Finished runs only; a seed's
+    two runs pair whether or not they started from the same weights, and the table says which did; every sentence
+    computed from its rows."""
     finished = {(r["method"], r["seed"]) for r in runs if r["finished"]}
     start_of = {(r["method"], r["seed"]): start_of_record(r) for r in runs if r["finished"]}
     rows = [r for r in rows if (r["method"], r["seed"]) in finished]
@@ -282,9 +288,11 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
 
     lines = [
         f"SmolLM2-135M-Instruct through verl's trainer on this CPU, every run from a checkpoint after the answer "
-        f"format is learned ({FORMAT_STEPS} steps of GRPO-n4 at lr {FORMAT_LR:g}, seed {FORMAT_SEED}), made in "
-        "each session; a seed's runs are compared only when they started from the same weights (the hash in the "
-        f"last table). Data: {size.pool} questions of the demo task, {size.filter_k} base-model samples each, pass "
+        f"format is learned ({FORMAT_STEPS} steps of GRPO-n4 at lr {FORMAT_LR:g}, seed {FORMAT_SEED}), made "
+        "again by a session that starts without the last one's (the hash of its weights is in the last table); "
+        "a seed's two runs are paired whether or not "
+        "they started from the same checkpoint, and each run's curve begins at its own start's evaluation. "
+        f"Data: {size.pool} questions of the demo task, {size.filter_k} base-model samples each, pass "
         f"rate in ({data['pass_range'][0]:g}, {data['pass_range'][1]:g}]: {counts.get('train', 0)} training prompts "
         f"and {counts.get('test', 0)} filtered held-out questions; {size.heldout_all} unfiltered held-out questions. "
         f"{last} steps of {size.run.batch} prompts, n {size.run.group_size}, AdamW lr {size.run.lr:g} after verl's "
@@ -314,11 +322,7 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
                          f"{', '.join(run_dates(sweep[lr]))} | "
                          f"{sweep[lr].get('wall_s', 0.0) / 60:.1f} min |")
         chosen = sweep.get(size.run.lr)
-        if complete and chosen and (BASELINE, 0) in start_of and \
-                start_of[(BASELINE, 0)] != start_of_record(chosen):
-            lines += ["", f"{BASELINE}'s seed 0 is not the sweep's run: that run's pair was split across sessions, "
-                      "so seed 0 was run again from a later start."]
-        elif complete and chosen and (BASELINE, 0) in start_of and not at_kv_block(chosen):
+        if complete and chosen and (BASELINE, 0) in start_of and not at_kv_block(chosen):
             lines += ["", f"{BASELINE}'s seed 0 is not the sweep's run: the sweep ran at vLLM-CPU's KV block of 128 "
                       f"tokens, and seed 0 was run again at {VLLM_BLOCK_SIZE}, as every run of the protocol "
                       "(docs/benchmarks.md)."]
@@ -327,8 +331,7 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
         if method == reference:
             continue
         both = sorted(s for m, s in curves if m == method and (reference, s) in curves)
-        paired = [s for s in both if start_of.get((method, s)) == start_of.get((reference, s))
-                  and spans(method, s) and spans(reference, s)]
+        paired = [s for s in both if spans(method, s) and spans(reference, s)]
         left_out = [s for s in both if s not in paired]
         if not paired:
             continue
@@ -337,16 +340,19 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
         lines += ["", f"**Primary measure, {method} - {reference}**: the paired difference of the area under the "
                   f"filtered held-out curve over steps 0-{last} (trapezoid rule, divided by {last}: the curve's "
                   "mean height, points).", "",
-                  f"| seed | start's Avg@{k} (%) | {reference} AUC | {method} AUC | difference | at step {last} |",
-                  "|---:|---:|---:|---:|---:|---:|"]
+                  f"| seed | same start | start's Avg@{k} (%), {reference}; {method} | {reference} AUC | {method} AUC "
+                  f"| difference | at step {last} |",
+                  "|---:|---|---:|---:|---:|---:|---:|"]
         for s in paired:
             mine, theirs = curves[(method, s)]["filtered"], curves[(reference, s)]["filtered"]
-            lines.append(f"| {s} | {theirs[0]:.1f} | {auc(theirs, last):.1f} | {auc(mine, last):.1f} | "
-                         f"{primary[s]:+.1f} | {mine[last] - theirs[last]:+.1f} |")
+            same = start_of.get((method, s)) == start_of.get((reference, s))
+            starts = f"{theirs[0]:.1f}" if same else f"{theirs[0]:.1f}; {mine[0]:.1f}"
+            lines.append(f"| {s} | {'yes' if same else 'no'} | {starts} | {auc(theirs, last):.1f} | "
+                         f"{auc(mine, last):.1f} | {primary[s]:+.1f} | {mine[last] - theirs[last]:+.1f} |")
         lines.append("")
         if left_out:
-            lines.append(f"Left out: seed(s) {', '.join(map(str, left_out))}, whose two runs started from different "
-                         f"weights or lack an evaluation at step 0 or {last}.")
+            lines.append(f"Left out: seed(s) {', '.join(map(str, left_out))}, whose runs lack an evaluation at step 0 "
+                         f"or {last}.")
         diffs = list(primary.values())
         if len(diffs) < 2:
             lines.append(f"One seed so far ({diffs[0]:+.1f} points): no interval yet.")

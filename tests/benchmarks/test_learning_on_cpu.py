@@ -110,6 +110,24 @@ def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_
     assert saved["matched"]["measured"] == pytest.approx(70 / 3 / SIZE.run.batch)  # balance: per prompt per step
 
 
+def test_a_run_shares_step_0_only_with_runs_of_its_seed_from_the_same_start(tmp_path):
+    """A start is validated by the seed's first run from it; a run from another start (a later session's checkpoint)
+    is never given that evaluation as its own."""
+    def give_start(run_dir, start):
+        record = learning_report.record_path(tmp_path / "results", run_dir.parent.name, 0)
+        if record.exists():
+            record.write_text(json.dumps({**json.loads(record.read_text()), "start": {"fingerprint": start}}))
+        else:
+            (run_dir / "start.txt").write_text(start + "\n")
+
+    give_start(write_run(tmp_path, "grpo_n4", 0, [[(0, 0, 0.1), (2, 8, 0.2), (4, 8, 0.3)]]), "a")
+    give_start(write_run(tmp_path, "balance", 0, [[(1, 20, None), (2, 20, 0.2), (4, 30, 0.4)]]), "b")
+    give_start(write_run(tmp_path, "pos", 0, [[(1, 20, None), (2, 20, 0.2)]], done=False), "a")
+    rows, _, _ = learning_report.collect(tmp_path, tmp_path / "results", SIZE)
+    at_0 = {r["method"]: r["heldout_acc"] for r in rows if r["step"] == 0}
+    assert at_0 == {"grpo_n4": 0.1, "pos": 0.1}  # balance's start "b" has not been validated
+
+
 def test_finished_runs_live_in_their_records_and_other_sizes_are_refused(tmp_path):
     work, results = tmp_path / "work", tmp_path / "results"
     write_run(tmp_path, "grpo_n4", 0, [[(0, 0, 0.1), (2, 8, 0.2), (4, 8, 0.3)]])  # record in tmp_path/results
@@ -229,11 +247,12 @@ def fake_session(monkeypatch, tmp_path, weights: bytes, curve, commands: list[st
 
 
 @pytest.mark.slow
-def test_the_second_protocol_sweeps_then_pairs_each_seed_from_one_start(monkeypatch, tmp_path):
+def test_the_second_protocol_sweeps_then_pairs_each_seed_across_sessions(monkeypatch, tmp_path):
     def curve(method, seed, lr, step):
         if method == "grpo_n4":  # at 1e-5 it drops 8 points between steps 2 and 4: the rule takes 3e-6
             return {0: 0.30, 2: 0.40, 4: 0.32}[step] if lr == 1e-5 else {0: 0.30, 2: 0.33, 4: 0.36}[step]
-        return {0: 0.30, 2: 0.35 + 0.01 * seed, 4: 0.40}[step]
+        # seeds 2 and 3 run balance in a later session than GRPO-n4, from another start, validated on its own
+        return {0: 0.30 if seed < 2 else 0.32, 2: 0.35 + 0.01 * seed, 4: 0.40}[step]
 
     args = ["--protocol", "second", "--model", str(tmp_path / "model"), "--work", str(tmp_path / "work"),
             "--results", str(tmp_path / "results"), "--write", str(tmp_path / "RESULTS.md")]
@@ -247,31 +266,33 @@ def test_the_second_protocol_sweeps_then_pairs_each_seed_from_one_start(monkeypa
     text = (tmp_path / "RESULTS.md").read_text()
     assert f"| 1e-05 | 30.0 | 40.0 | 32.0 | 8.0 |  | {one} | 32 | 2026-12-04 | 1.0 min |" in text
     assert f"| 3e-06 | 30.0 | 33.0 | 36.0 | 0.0 | yes | {one} | 32 | 2026-12-04 | 1.0 min |" in text
-    assert "| 0 | 30.0 | 33.0 | 35.0 | +2.0 | +4.0 |" in text and "| 1 | 30.0 | 33.0 | 35.5 | +2.5 | +4.0 |" in text
+    assert "| 0 | yes | 30.0 | 33.0 | 35.0 | +2.0 | +4.0 |" in text
+    assert "| 1 | yes | 30.0 | 33.0 | 35.5 | +2.5 | +4.0 |" in text
     # t(1) = 12.706: 12.706 x 0.354 / sqrt(2) = 3.2
     assert "Mean difference +2.2 ± 3.2 points (95% t interval, 2 seeds); the interval includes 0" in text
     assert "SD 0.4 points; resolving a 5-point difference at 80% power (two-sided 5%) needs 2 seeds; 2 are done" in text
     assert "is not the sweep's run" not in text
 
-    # the next session: another format checkpoint. Seed 0's pair stands; seed 2 had only GRPO-n4 done
+    # the next session has another format checkpoint (its work folder did not survive). Seeds 0 and 1 stand;
+    # seed 2 had only GRPO-n4 done: its balance runs from the new start, and the pair is marked as two starts.
+    # AUC of balance from its own start: (32 + 2 x 37 + 40) / 4 = 36.5
     learning.main([*args, "--seeds", "2", "--methods", "grpo_n4"])
     calls = fake_session(monkeypatch, tmp_path, b"session two", curve)
-    (tmp_path / "work" / "format" / "model.safetensors").write_bytes(b"session two")
-    two = learning.fingerprint(tmp_path / "work" / "format")
     learning.main([*args, "--seeds", "0", "2"])
-    assert calls == [("grpo_n4", 2, 3e-6, two), ("balance", 2, 3e-6, two)]
-    assert (tmp_path / "results" / "unpaired" / f"grpo_n4_seed2_{one}.json").exists()
-    assert "| 2 | 30.0 | 33.0 | 36.0 | +3.0 | +4.0 |" in (tmp_path / "RESULTS.md").read_text()
+    two = learning.fingerprint(tmp_path / "work" / "format")
+    assert two != one
+    assert calls == [("balance", 2, 3e-6, two)]
+    assert not (tmp_path / "results" / "unpaired").exists()
+    assert "| 2 | no | 30.0; 32.0 | 33.0 | 36.5 | +3.5 | +4.0 |" in (tmp_path / "RESULTS.md").read_text()
 
-    # a third session asks for balance alone on a seed whose GRPO-n4 ran before: both run from its start
+    # a third session asks for balance alone on a seed whose GRPO-n4 ran in the second: only balance runs
     learning.main([*args, "--seeds", "3", "--methods", "grpo_n4"])
     calls = fake_session(monkeypatch, tmp_path, b"session three", curve)
-    (tmp_path / "work" / "format" / "model.safetensors").write_bytes(b"session three")
-    three = learning.fingerprint(tmp_path / "work" / "format")
     learning.main([*args, "--seeds", "3", "--methods", "balance"])
-    assert calls == [("balance", 3, 3e-6, three), ("grpo_n4", 3, 3e-6, three)]
+    three = learning.fingerprint(tmp_path / "work" / "format")
+    assert calls == [("balance", 3, 3e-6, three)]
     text = (tmp_path / "RESULTS.md").read_text()
-    assert "| 3 | 30.0 | 33.0 | 36.5 | +3.5 | +4.0 |" in text and "4 are done" in text
+    assert "| 3 | no | 30.0; 32.0 | 33.0 | 37.0 | +4.0 | +4.0 |" in text and "4 are done" in text
 
 
 OLD_BLOCK = shlex.join(["python", "-m", "reinforce_ada.main_ppo", "trainer.test_freq=5"])
