@@ -397,6 +397,10 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
                      + " | ".join(_cell([v[key] for v in means], 1, 0) for key in ("samples", "tokens", "wall_s"))
                      + " |")
     done = [r for r in runs if r["finished"]]
+    machines = sorted({r["machine"] for r in done})
+    if len(machines) > 1:
+        lines += ["", f"The finished runs were made on {len(machines)} kinds of machine (the last table names each "
+                  "run's): step times, wall times and the curves against wall time compare only runs on one kind."]
     if done:
         lines += ["", "Runs (date, machine, wall time with start-up, the start's weights; the record holds the "
                   "command and every logged value):", "",

@@ -206,7 +206,8 @@ SECOND = learning_protocol.Protocol(
     "unused", "learning_second", "Learning, second protocol", sweep=(1e-5, 3e-6), pilot_seeds=2)
 
 
-def fake_session(monkeypatch, tmp_path, weights: bytes, curve, commands: list[str] | None = None) -> list[tuple]:
+def fake_session(monkeypatch, tmp_path, weights: bytes, curve, commands: list[str] | None = None,
+                 machine: str = "test") -> list[tuple]:
     """``learning.main`` with everything that would start verl or vLLM replaced: the format checkpoint is a folder
     holding ``weights``, and a run writes a record whose held-out curve is ``curve(method, seed, lr, step)`` and
     whose attempts' commands are ``commands`` (default: one, at today's KV block size)."""
@@ -231,7 +232,7 @@ def fake_session(monkeypatch, tmp_path, weights: bytes, curve, commands: list[st
         steps = {s: step_values(s, 8, curve(method, seed, size.run.lr, s) if s % size.run.eval_every == 0 else None)
                  for s in range(size.run.steps + 1)}
         record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps({"method": method, "seed": seed, "date": "2026-12-04", "machine": "test",
+        record.write_text(json.dumps({"method": method, "seed": seed, "date": "2026-12-04", "machine": machine,
                                       "wall_s": 60.0, "attempts": len(commands), "command": commands[-1],
                                       "commands": commands, "size": size.record(),
                                       "start": {"model": str(model), "fingerprint": start_id}, "steps": steps}))
@@ -287,12 +288,14 @@ def test_the_second_protocol_sweeps_then_pairs_each_seed_across_sessions(monkeyp
 
     # a third session asks for balance alone on a seed whose GRPO-n4 ran in the second: only balance runs
     learning.main([*args, "--seeds", "3", "--methods", "grpo_n4"])
-    calls = fake_session(monkeypatch, tmp_path, b"session three", curve)
+    assert "kinds of machine" not in (tmp_path / "RESULTS.md").read_text()
+    calls = fake_session(monkeypatch, tmp_path, b"session three", curve, machine="another")
     learning.main([*args, "--seeds", "3", "--methods", "balance"])
     three = learning.fingerprint(tmp_path / "work" / "format")
     assert calls == [("balance", 3, 3e-6, three)]
     text = (tmp_path / "RESULTS.md").read_text()
     assert "| 3 | no | 30.0; 32.0 | 33.0 | 37.0 | +4.0 | +4.0 |" in text and "4 are done" in text
+    assert "The finished runs were made on 2 kinds of machine" in text
 
 
 OLD_BLOCK = shlex.join(["python", "-m", "reinforce_ada.main_ppo", "trainer.test_freq=5"])
