@@ -44,10 +44,9 @@ the same machine, and starts again on a new one.
 checkpoint after the answer format is learned (:func:`format_checkpoint`, made once per work folder, so again in a
 session that starts without the last one's; a seed's runs are paired by seed even when their starts differ, and each
 run validates its own start unless a run of its seed from the same weights did, :func:`base_measured`), the learning
-rate is chosen by a sweep of
-GRPO-n4 and a fixed rule (:func:`choose_lr`), held-out Avg@4 on 128 filtered and 128 unfiltered questions every
-5 steps, and the primary measure is each seed's paired difference of the area under the held-out curve
-(``benchmarks.learning_report.report_paired``). Its results go to ``benchmarks/results/learning_second``.
+rate is chosen by a sweep of GRPO-n4 and a fixed rule (:func:`choose_lr`), held-out Avg@4 on 128 filtered and 128
+unfiltered questions every 5 steps, and the primary measure is each seed's paired difference of the area under the
+held-out curve (``benchmarks.learning_report.report_paired``). Its results go to ``benchmarks/results/learning_second``.
 """
 
 from __future__ import annotations
