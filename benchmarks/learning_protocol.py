@@ -118,7 +118,7 @@ PROTOCOLS = {
                        start="format"),
         replace(QUICK, warmup_steps=1, start="format", run=replace(QUICK.run, steps=2)),  # step 2 at the full rate
         ("grpo_n4", "balance"), (0, 1, 2, 3), "benchmarks/results/learning_second", "learning_second",
-        "Learning, second protocol: balance against GRPO-n4 from a common checkpoint, paired by seed",
+        "Learning, second protocol: balance against GRPO-n4 after the format is learned, paired by seed",
         sweep=(1e-5, 3e-6)),
 }
 
