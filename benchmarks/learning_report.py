@@ -99,17 +99,16 @@ def collect(work: Path, results: Path, size: Size) -> tuple[list[dict], list[dic
     """Rows of every run (finished: its record in ``results``; unfinished: its folder in ``work``),
     per-step rows, and the runs' records without their steps."""
     rows, per_step, runs = [], [], []
-    sources = [(r["method"], r["seed"], r["steps"], r) for r in read_records(results, size)]
-    finished = {(method, seed) for method, seed, _, _ in sources}
+    sources = [(r["method"], r["seed"], r["steps"], r, start_of_record(r)) for r in read_records(results, size)]
+    finished = {(method, seed) for method, seed, *_ in sources}
     for run_dir in sorted((work / "runs").glob("*/seed*")):
         method, seed = run_dir.parent.name, int(run_dir.name.removeprefix("seed"))
         if (method, seed) not in finished:
             start = (run_dir / "start.txt").read_text().strip() if (run_dir / "start.txt").exists() else None
-            sources.append((method, seed, merged_steps(run_dir), {"start": {"fingerprint": start}} if start else None))
-    for method, seed, steps, record in sources:
-        done = record is not None and "steps" in record
+            sources.append((method, seed, merged_steps(run_dir), None, start))
+    for method, seed, steps, record, start in sources:
+        done = record is not None
         evaluated, logged = run_rows(method, seed, steps, size.run.eval_k)
-        start = start_of_record(record) if record else None
         if evaluated and evaluated[0]["step"] != 0:
             evaluated.insert(0, {"method": method, "seed": seed, "step": 0, "base_of": start})  # filled below
         for row in evaluated:
