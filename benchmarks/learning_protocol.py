@@ -92,6 +92,7 @@ class Protocol:
             evaluations (then the next, and so on). Empty: ``size.run.lr`` is used as it is.
         primary_effect: The AUC difference (points) the seed count is sized to resolve.
         pilot_seeds: Seeds run before the seed count is computed.
+        most_seeds: The most seeds the count may ask for.
     """
 
     name: str
@@ -106,6 +107,7 @@ class Protocol:
     max_drop: float = 0.05
     primary_effect: float = 5.0
     pilot_seeds: int = 4
+    most_seeds: int = 10
 
 
 SECOND_RUN = DemoSize(steps=20, eval_every=5, eval_k=4, lr=1e-5)

@@ -297,8 +297,9 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
         f"{last} steps of {size.run.batch} prompts, n {size.run.group_size}, AdamW lr {size.run.lr:g} after verl's "
         f"linear warm-up over {size.warmup_steps} step(s) (the rate is 0 in step 1; verl logs the next step's "
         f"rate), responses up to {size.run.max_response_tokens} tokens, temperature 1.0; held-out Avg@{k} every "
-        f"{size.run.eval_every} steps. The design and its primary measure were fixed before the runs "
-        "(docs/benchmarks.md). Command: "
+        f"{size.run.eval_every} steps. Methods: {' and '.join(protocol.methods)}; a third would have joined had the "
+        "gradient-quality study measured a configuration better than both, and it measured none. The design and its "
+        "primary measure were fixed before the runs (docs/benchmarks.md). Command: "
         f"`python -m benchmarks.learning --protocol {protocol.name} --seeds S --write benchmarks/RESULTS.md`.",
     ]
     if sweep:
@@ -364,11 +365,14 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
         if len(diffs) < protocol.pilot_seeds:
             sizing = (f"{len(diffs)} of the {protocol.pilot_seeds} pilot seeds are done; the seeds needed are "
                       "computed from all of them")
-        else:
-            needed = seeds_needed(spread, protocol.primary_effect) if spread > 0 else 2
-            sizing = (f"resolving a {protocol.primary_effect:g}-point difference at 80% power (two-sided 5%) needs "
-                      f"{needed} seeds" + (" (the protocol stops at 10)" if needed > 10 else "")
-                      + f"; {len(diffs)} are done")
+        else:  # sized once, from the pilot seeds' spread, as the design says
+            pilot = sd([primary[s] for s in sorted(primary)[:protocol.pilot_seeds]])
+            needed, target = planned_seeds(pilot, protocol)
+            sizing = (f"from the {protocol.pilot_seeds} pilot seeds' SD ({pilot:.1f}), resolving a "
+                      f"{protocol.primary_effect:g}-point difference at 80% power (two-sided 5%) needs {needed} seeds"
+                      + (f" (the protocol stops at {protocol.most_seeds})" if needed > protocol.most_seeds else "")
+                      + f"; {len(diffs)} are done, so the runs "
+                      + (f"extend to {target}" if len(diffs) < target else "stop here"))
         at_last = [curves[(method, s)]["filtered"][last] - curves[(reference, s)]["filtered"][last] for s in paired]
         lines.append(
             f"Mean difference {mean:+.1f} ± {half:.1f} points (95% t interval, {len(diffs)} seeds); {verdict}. The "
@@ -409,6 +413,13 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
                   f"[{r['method']}_seed{r['seed']}.json]({records}/{r['method']}_seed{r['seed']}.json) |"
                   for r in sorted(done, key=lambda r: (_method_order(r["method"]), r["seed"]))]
     return "\n".join(lines)
+
+
+def planned_seeds(pilot_sd: float, protocol: Protocol) -> tuple[int, int]:
+    """The seeds that resolve the protocol's effect at 80% power given the pilot seeds' paired SD, and the seeds the
+    runs extend to: that number, but never fewer than the pilots nor more than ``protocol.most_seeds``."""
+    needed = seeds_needed(pilot_sd, protocol.primary_effect)
+    return needed, min(max(needed, protocol.pilot_seeds), protocol.most_seeds)
 
 
 def _run_means(per_step: list[dict]) -> dict[tuple[str, int], dict[str, float]]:

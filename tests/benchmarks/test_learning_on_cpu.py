@@ -179,6 +179,13 @@ def test_the_area_under_a_curve_is_its_mean_height_by_the_trapezoid_rule():
         learning_report.auc({0: 1.0, 2: 1.0}, 4)
 
 
+@pytest.mark.parametrize(("pilot_sd", "needed", "target"), [(0.0, 2, 4), (1.3, 3, 4), (4.0, 8, 8), (6.0, 14, 10)])
+def test_the_runs_extend_to_the_seeds_the_pilots_ask_for_within_the_protocols_bounds(pilot_sd, needed, target):
+    protocol = learning.PROTOCOLS["second"]
+    assert (protocol.pilot_seeds, protocol.most_seeds, protocol.primary_effect) == (4, 10, 5.0)
+    assert learning_report.planned_seeds(pilot_sd, protocol) == (needed, target)
+
+
 def test_the_learning_rate_rule_takes_the_first_rate_whose_curve_never_drops_too_far():
     protocol = learning_protocol.PROTOCOLS["second"]
     steady, dropping = {0: 0.3, 5: 0.35, 10: 0.34}, {0: 0.3, 5: 0.4, 10: 0.34}  # drops of 1 and 6 points
@@ -271,7 +278,9 @@ def test_the_second_protocol_sweeps_then_pairs_each_seed_across_sessions(monkeyp
     assert "| 1 | yes | 30.0 | 33.0 | 35.5 | +2.5 | +4.0 |" in text
     # t(1) = 12.706: 12.706 x 0.354 / sqrt(2) = 3.2
     assert "Mean difference +2.2 ± 3.2 points (95% t interval, 2 seeds); the interval includes 0" in text
-    assert "SD 0.4 points; resolving a 5-point difference at 80% power (two-sided 5%) needs 2 seeds; 2 are done" in text
+    assert ("SD 0.4 points; from the 2 pilot seeds' SD (0.4), resolving a 5-point difference at 80% power "
+            "(two-sided 5%) needs 2 seeds; 2 are done, so the runs stop here") in text
+    assert "Methods: grpo_n4 and balance; a third would have joined" in text
     assert "is not the sweep's run" not in text
 
     # the next session has another format checkpoint (its work folder did not survive). Seeds 0 and 1 stand;
@@ -294,7 +303,8 @@ def test_the_second_protocol_sweeps_then_pairs_each_seed_across_sessions(monkeyp
     three = learning.fingerprint(tmp_path / "work" / "format")
     assert calls == [("balance", 3, 3e-6, three)]
     text = (tmp_path / "RESULTS.md").read_text()
-    assert "| 3 | no | 30.0; 32.0 | 33.0 | 37.0 | +4.0 | +4.0 |" in text and "4 are done" in text
+    assert "| 3 | no | 30.0; 32.0 | 33.0 | 37.0 | +4.0 | +4.0 |" in text
+    assert "the 2 pilot seeds' SD (0.4)" in text and "4 are done, so the runs stop here" in text  # sized once
     assert "The finished runs were made on 2 kinds of machine" in text
 
 
