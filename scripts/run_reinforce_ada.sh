@@ -1,19 +1,45 @@
 #!/usr/bin/env bash
 # Reinforce-Ada-Seq with the paper's settings (Qwen2.5-Math-1.5B, 8 GPUs, 512 prompts per step,
-# n=4 kept, M=8 per round, R=4 rounds, threshold 0.7, no std division, clip 0.2/0.28, lr 1e-6).
+# n=4 kept, M=8 per round, R=4 rounds, threshold 0.7, no std division, clip 0.2/0.28, lr 1e-6),
+# scored by the paper's reward (math-verify on the last \boxed{}: 1 or 0) and validated as the
+# paper's code did (greedy, one response per question; Avg@k evaluation is scripts/eval.sh).
 #
 #   VARIANT=pos bash scripts/run_reinforce_ada.sh [hydra overrides...]
 #
-# Environment (defaults in brackets): VARIANT [balance] (or pos), MODEL [Qwen/Qwen2.5-Math-1.5B],
-# TRAIN_FILES [data/openr1/train.parquet], VAL_FILES [data/openr1/test.parquet],
-# REWARD_FILE [none: verl's default math reward for the data source], NGPUS [8], NNODES [1],
-# PROJECT [Reinforce-Ada], EXPERIMENT [reinforce_ada_$VARIANT], CKPT_DIR [outputs/$EXPERIMENT],
-# LOGGER ['["console","wandb"]'].
+# Environment (defaults in brackets):
+#   VARIANT      [balance] or pos
+#   MODEL        [Qwen/Qwen2.5-Math-1.5B]
+#   TRAIN_FILES  [data/openr1/train.parquet]   VAL_FILES [data/openr1/test.parquet]
+#   REWARD_FILE  [pkg://reinforce_ada.reward: the package's math-verify reward] a file of your own
+#                (its function: REWARD_FN [compute_score]), or `verl` for verl's default scorer,
+#                which picks one by each row's data_source (for "math", -1/+1 rewards)
+#   NGPUS [8]  NNODES [1]  PROJECT [Reinforce-Ada]  EXPERIMENT [reinforce_ada_$VARIANT]
+#   CKPT_DIR     [$PWD/outputs/$EXPERIMENT], made absolute; on several nodes, shared storage
+#   LOGGER       [console, plus wandb when WANDB_API_KEY or WANDB_MODE is set or ~/.netrc holds a
+#                wandb key] a verl logger list, e.g. '["console","wandb"]'
+# Hydra overrides given as arguments win over everything above.
 set -euo pipefail
 VARIANT=${VARIANT:-balance}
 EXPERIMENT=${EXPERIMENT:-reinforce_ada_${VARIANT}}
+
+REWARD_FILE=${REWARD_FILE:-pkg://reinforce_ada.reward}
 reward=()
-[[ -n "${REWARD_FILE:-}" ]] && reward=(reward.custom_reward_function.path="$REWARD_FILE" reward.custom_reward_function.name=compute_score)
+if [[ "$REWARD_FILE" != verl ]]; then
+  reward=(reward.custom_reward_function.path="$REWARD_FILE" reward.custom_reward_function.name="${REWARD_FN:-compute_score}")
+fi
+
+CKPT_DIR=${CKPT_DIR:-outputs/$EXPERIMENT}
+[[ "$CKPT_DIR" == /* || "$CKPT_DIR" == *://* ]] || CKPT_DIR=$PWD/$CKPT_DIR  # Ray's workers do not run in this directory
+
+if [[ -z "${LOGGER:-}" ]]; then
+  if [[ -n "${WANDB_API_KEY:-}" || -n "${WANDB_MODE:-}" ]] || grep -qs "api.wandb.ai" "$HOME/.netrc"; then
+    LOGGER='["console","wandb"]'
+    echo "[reinforce_ada] logger: console and wandb (a wandb key or WANDB_MODE is set)" >&2
+  else
+    LOGGER='["console"]'
+    echo "[reinforce_ada] logger: console only (set WANDB_API_KEY or WANDB_MODE, or LOGGER, for wandb)" >&2
+  fi
+fi
 
 exec python -m reinforce_ada.main_ppo \
   reinforce_ada.variant="$VARIANT" reinforce_ada.round_size=8 reinforce_ada.max_rounds=4 reinforce_ada.threshold=0.7 \
@@ -34,12 +60,12 @@ exec python -m reinforce_ada.main_ppo \
   actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.temperature=1.0 \
   actor_rollout_ref.rollout.gpu_memory_utilization=0.8 actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
   actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=9216 \
-  actor_rollout_ref.rollout.val_kwargs.temperature=1.0 actor_rollout_ref.rollout.val_kwargs.do_sample=true \
-  actor_rollout_ref.rollout.val_kwargs.n=4 \
-  "${reward[@]}" \
+  actor_rollout_ref.rollout.val_kwargs.temperature=0 actor_rollout_ref.rollout.val_kwargs.do_sample=false \
+  actor_rollout_ref.rollout.val_kwargs.n=1 \
+  ${reward[@]+"${reward[@]}"} \
   trainer.n_gpus_per_node="${NGPUS:-8}" trainer.nnodes="${NNODES:-1}" \
-  trainer.logger="${LOGGER:-[\"console\",\"wandb\"]}" trainer.project_name="${PROJECT:-Reinforce-Ada}" \
-  trainer.experiment_name="$EXPERIMENT" trainer.default_local_dir="${CKPT_DIR:-outputs/$EXPERIMENT}" \
+  trainer.logger="$LOGGER" trainer.project_name="${PROJECT:-Reinforce-Ada}" \
+  trainer.experiment_name="$EXPERIMENT" trainer.default_local_dir="$CKPT_DIR" \
   trainer.val_before_train=true trainer.test_freq=50 trainer.save_freq=50 \
   trainer.total_epochs=1000 trainer.total_training_steps=400 trainer.resume_mode=auto \
   "$@"

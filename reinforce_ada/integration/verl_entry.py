@@ -14,7 +14,9 @@ A config without a ``reinforce_ada`` section is handed to verl untouched.
 * with ``trainer.device=cpu`` the CPU platform is switched on here and, through ``VERL_PLATFORM``, in
   every process Ray starts (:mod:`reinforce_ada.platform.cpu`), and GPU-only settings are neutralised;
 * a run that starts its own Ray on this machine listens on 127.0.0.1 only
-  (:mod:`reinforce_ada.platform.loopback`).
+  (:mod:`reinforce_ada.platform.loopback`);
+* a run of several nodes must checkpoint to an absolute path (storage every node shares), and a run on verl's
+  default reward says which scorer its data will meet (:mod:`reinforce_ada.integration.default_reward`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ SECTION = "reinforce_ada"
 
 def prepare(config: DictConfig) -> None:
     """All checks and config changes that must happen on the driver before Ray starts (idempotent)."""
+    from reinforce_ada.integration.default_reward import default_reward_note
     from reinforce_ada.integration.verl_config import prepare_config
     from reinforce_ada.platform import cpu, loopback
 
@@ -44,6 +47,7 @@ def prepare(config: DictConfig) -> None:
             f"hydra.searchpath=[pkg://reinforce_ada.configs] before +{SECTION}={section}"
         )
     cpu.check_platform(config)
+    check_checkpoint_dir(config)
     if config.trainer.get("device") == "cpu":
         os.environ["VERL_PLATFORM"] = cpu.PLATFORM  # Ray's workers inherit it and load the platform
         cpu.activate(set_current=True)  # here too: verl's entry module fixed its platform when imported
@@ -51,6 +55,22 @@ def prepare(config: DictConfig) -> None:
     if config.trainer.get("device") == "cpu":
         cpu.prepare_config(config)
     loopback.bind_to_loopback(config)
+    note = default_reward_note(config)
+    if note:
+        print(f"[reinforce_ada] {note}", file=sys.stderr)
+
+
+def check_checkpoint_dir(config: DictConfig) -> None:
+    """On several nodes every trainer rank writes its shard of a checkpoint, and the driver the pass-rate
+    tracker, into ``trainer.default_local_dir`` from its own working directory: a relative path would scatter
+    them over the nodes' (and Ray's temporary) directories, where a resume finds a partial checkpoint."""
+    trainer = config.trainer
+    folder = str(trainer.get("default_local_dir"))
+    if int(trainer.get("nnodes", 1)) > 1 and not os.path.isabs(folder):
+        raise ConfigError(
+            f"trainer.default_local_dir: a run on {trainer.nnodes} nodes needs an absolute path on storage that every "
+            f"node mounts at the same place (each rank writes its own shard there), got {folder!r}"
+        )
 
 
 def install() -> None:
