@@ -22,7 +22,14 @@ from reinforce_ada.core.groups import candidates
 from reinforce_ada.core.sampler import RewardError
 from reinforce_ada.core.seeding import sample_seed
 from reinforce_ada.core.tracker import prompt_identities
-from reinforce_ada.integration.agents import TOOL_CALLS, Episode, count_tool_calls, episode_metrics
+from reinforce_ada.integration.agents import (
+    TOOL_CALLS,
+    Episode,
+    TurnSeededClient,
+    count_tool_calls,
+    episode_metrics,
+    seeded_episode,
+)
 from reinforce_ada.integration.handover import pop_step_metrics
 from reinforce_ada.integration.rollout import (
     RewardTally,
@@ -37,21 +44,25 @@ SAMPLE_SEED = "__reinforce_ada_sample_seed__"
 
 
 class _SeededAgentLoopWorker(AgentLoopWorker):
-    """verl's legacy agent-loop worker; a row's ``SAMPLE_SEED`` becomes its vLLM request's seed, ``tool_agent``
-    counts its tool calls, and an agent loop that raises stops the step with an error that says what to do."""
+    """verl's legacy agent-loop worker; a row's ``SAMPLE_SEED`` becomes its episode's seed (each model turn's
+    derived from it), ``tool_agent`` counts its tool calls, and an agent loop that raises stops the step with an
+    error that says what to do."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         count_tool_calls()
+        self.llm_client = TurnSeededClient(self.llm_client)  # what verl hands each agent loop: seeds its turns
 
     async def _run_agent_loop(self, sampling_params, trajectory, *, agent_name, trace=True, **kwargs):
         seed = kwargs.pop(SAMPLE_SEED, None)
         if seed is not None:
-            sampling_params = {**sampling_params, "seed": int(seed)}
+            seed = int(seed)
+            sampling_params = {**sampling_params, "seed": seed}
         try:
-            return await super()._run_agent_loop(
-                sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs
-            )
+            with seeded_episode(seed):
+                return await super()._run_agent_loop(
+                    sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs
+                )
         except Exception as error:
             raise RuntimeError(
                 f"reinforce_ada: agent loop {agent_name!r} raised {error!r}; the legacy trainer cannot leave an "

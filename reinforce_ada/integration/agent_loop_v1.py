@@ -37,7 +37,14 @@ from reinforce_ada.core.tracker import (
     prompt_identities,
     prompt_identity,
 )
-from reinforce_ada.integration.agents import Episode, count_tool_calls, episode_metrics, tool_calls_of
+from reinforce_ada.integration.agents import (
+    Episode,
+    TurnSeededClient,
+    count_tool_calls,
+    episode_metrics,
+    seeded_episode,
+    tool_calls_of,
+)
 from reinforce_ada.integration.checkpoint import load_tracker, resumed_checkpoint_dir
 from reinforce_ada.integration.rollout import (
     RewardTally,
@@ -102,6 +109,7 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
     def __init__(self, config, *args, **kwargs):
         super().__init__(config, *args, **kwargs)
         count_tool_calls()
+        self.llm_client = TurnSeededClient(self.llm_client)  # what verl hands each agent loop: seeds its turns
         self._records: dict[str, list[SampleRecord]] = {}  # uid -> records of its running request
         self._prompt_done: dict[str, asyncio.Future] = {}  # uid -> set when its request settles
         self._sampling_seed = sampling_seed(config)
@@ -112,12 +120,16 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
         local = int(kwargs["session_id"])
         if offset is not None:
             kwargs["session_id"] = int(offset) + local
+        seed = None
         if self._sampling_seed is not None and not trajectory.get("validate", False):
             key = prompt_identity(kwargs.get("raw_prompt"), kwargs.get("data_source"))
             slot = int(slots[local]) if slots is not None else int(kwargs["session_id"])
             seed = sample_seed(self._sampling_seed, key, int(kwargs.get("global_steps", 0)), slot, redraw=redraw)
             sampling_params = {**sampling_params, "seed": seed}  # the prompt's sessions share the dict
-        return await super()._run_agent_loop(sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs)
+        with seeded_episode(seed):
+            return await super()._run_agent_loop(
+                sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs
+            )
 
     async def _run_prompt(self, prompt: dict, sampling_params: dict, trajectory: dict, trace: bool = False) -> None:
         uid = str(prompt["uid"])

@@ -11,15 +11,23 @@ environment turn; 2 for a single-turn sample), tool calls, and the response toke
 environment wrote (masked out of the loss). verl's ``tool_agent`` does not count its calls, so
 the agent-loop workers register :class:`CountingToolAgentLoop` under that name: the same loop, with the count in
 ``extra_fields["tool_calls"]``. Any agent loop may report the count itself under that key.
+
+A seeded episode (``reinforce_ada.sampling_seed``) calls the model once per turn with the same sampling parameters;
+the agent-loop workers hand their agent loops a :class:`TurnSeededClient`, which gives the episode's k-th call the
+seed :func:`~reinforce_ada.core.seeding.turn_seed` (the episode's seed, k).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, NamedTuple
 
 from verl.experimental.agent_loop import agent_loop as verl_agent_loop
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+
+from reinforce_ada.core.seeding import turn_seed
 
 TOOL_CALLS = "tool_calls"  # extra_fields key: tool calls the episode made
 VERL_TOOL_AGENT = f"{ToolAgentLoop.__module__}.{ToolAgentLoop.__qualname__}"
@@ -67,3 +75,65 @@ def episode_metrics(drawn: Iterable[Episode], kept: Iterable[Episode]) -> dict[s
         for field in Episode._fields if episodes else ():
             out[f"agent/{prefix}{field}_mean"] = sum(getattr(e, field) for e in episodes) / len(episodes)
     return out
+
+
+class _SeededEpisode:
+    """The running episode's seed and the number of model calls it has made."""
+
+    __slots__ = ("seed", "turns")
+
+    def __init__(self, seed: int):
+        self.seed, self.turns = seed, 0
+
+
+# The episode running in this asyncio task: verl runs each episode in a task of its own, and a task's context is
+# its own, so concurrent episodes on one worker never see each other's count.
+_episode: ContextVar[_SeededEpisode | None] = ContextVar("reinforce_ada_seeded_episode", default=None)
+
+
+@contextmanager
+def seeded_episode(seed: int | None) -> Iterator[None]:
+    """Runs one episode: inside, a :class:`TurnSeededClient` seeds its model calls from ``seed``.
+
+    The count ends with the episode (on an error too), so nothing is kept between episodes.
+
+    Args:
+        seed: The episode's seed; None leaves the episode unseeded (validation, ``sampling_seed`` unset).
+    """
+    if seed is None:
+        yield
+        return
+    token = _episode.set(_SeededEpisode(int(seed)))
+    try:
+        yield
+    finally:
+        _episode.reset(token)
+
+
+class TurnSeededClient:
+    """An LLM server client whose ``generate`` seeds each model turn of a seeded episode.
+
+    Within :func:`seeded_episode`, the episode's k-th ``generate`` call gets the seed
+    :func:`~reinforce_ada.core.seeding.turn_seed` (the episode's seed, k) in a copy of its sampling parameters;
+    outside one the call passes unchanged. Every other attribute is the wrapped client's.
+
+    Args:
+        client: verl's client (``AgentLoopWorker.llm_client``), which the worker hands to each agent loop as its
+            ``server_manager``.
+    """
+
+    def __init__(self, client: Any):
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_client":  # not set yet (an unpickled copy): no endless lookup
+            raise AttributeError(name)
+        return getattr(self._client, name)
+
+    async def generate(self, *args: Any, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
+        episode = _episode.get()
+        if episode is not None:
+            # counted before the await: calls the episode makes at once get distinct turns too
+            sampling_params = {**sampling_params, "seed": turn_seed(episode.seed, episode.turns)}
+            episode.turns += 1
+        return await self._client.generate(*args, sampling_params=sampling_params, **kwargs)

@@ -1,13 +1,16 @@
-"""Per-sample vLLM seeds: a function of (run seed, prompt, step, pool index) only, in both trainers' workers."""
+"""Per-sample vLLM seeds: a function of (run seed, prompt, step, pool index) only, in both trainers' workers; each
+model turn of an episode gets its own, derived from the episode's seed and the turn."""
 
 import asyncio
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from reinforce_ada.core.config import ConfigError, SamplerConfig
-from reinforce_ada.core.seeding import sample_seed
+from reinforce_ada.core.seeding import sample_seed, turn_seed
 from reinforce_ada.core.tracker import prompt_identity
 
 from test_agent_loop_on_cpu import published  # noqa: F401 (a fixture)
@@ -156,3 +159,137 @@ def test_the_worker_seeds_each_sample_by_its_slot(monkeypatch):
     asyncio.run(worker._run_agent_loop({}, {"validate": False}, agent_name="single_turn", session_id=0, **prompt))
     key = prompt_identity(MESSAGES["a"], "tiny")
     assert seen == [("a", 9, sample_seed(7, key, 3, 3, redraw=True))]  # the session continues; the seed is the slot's
+
+
+def test_each_turn_gets_a_seed_of_its_own_and_the_first_the_episodes():
+    episodes = [sample_seed(7, k, 3, i) for k in ("k", "l") for i in range(8)] + [0, 2**63 - 1]
+    for episode in episodes:
+        turns = [turn_seed(episode, t) for t in range(64)]
+        assert turns[0] == episode  # a single-turn sample draws what it drew before turns were seeded
+        assert len(set(turns)) == 64 and len({t % 2**32 for t in turns}) == 64  # torch's CPU generator: low 32 bits
+        assert all(0 <= t < 2**63 for t in turns)
+        assert turns == [turn_seed(episode, t) for t in range(64)]  # a pure function
+    later = {turn_seed(e, t) for e in episodes for t in range(1, 8)}
+    assert len(later) == len(episodes) * 7 and not later & set(episodes)  # no episode's turn is another's seed
+    with pytest.raises(ValueError, match="turn"):
+        turn_seed(1, -1)
+
+
+class ThreeTurnLoop:
+    """A multi-turn agent loop, built by verl for each episode: three model calls with the episode's sampling
+    parameters and one request id for all episodes (as verl's loops use under full_determinism)."""
+
+    def __init__(self, server_manager, **kwargs):
+        self.server_manager = server_manager
+
+    async def run(self, sampling_params, **kwargs):
+        for turn in range(3):
+            await self.server_manager.generate(
+                request_id="det-0", prompt_ids=[kwargs["session_id"], turn], sampling_params=sampling_params
+            )
+        return SimpleNamespace(num_turns=4)
+
+
+class FakeServer:
+    """verl's LLM server client: records each call's (session, turn, seed), letting other episodes run meanwhile."""
+
+    name = "the fake server"
+
+    def __init__(self):
+        self.calls = []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        self.calls.append((*prompt_ids, sampling_params.get("seed")))
+        await asyncio.sleep(0)
+        return SimpleNamespace(token_ids=[1])
+
+
+@pytest.fixture
+def multi_turn_worker(monkeypatch):
+    """Builds a trainer's worker through its own ``__init__`` (verl's start-up replaced), running verl's
+    ``_run_agent_loop`` with :class:`ThreeTurnLoop` registered as ``three_turns`` and :class:`FakeServer` as the
+    worker's LLM client."""
+    from verl.experimental.agent_loop import agent_loop
+
+    from reinforce_ada.integration.agent_loop_legacy import _SeededAgentLoopWorker
+    from reinforce_ada.integration.agent_loop_v1 import _AdaptiveAgentLoopWorkerTQ
+
+    monkeypatch.setattr(agent_loop, "_agent_loop_registry", dict(agent_loop._agent_loop_registry))
+    agent_loop._agent_loop_registry["three_turns"] = {"_target_": f"{__name__}.{ThreeTurnLoop.__qualname__}"}
+
+    def start(self, config, llm_client, *args, **kwargs):
+        self.config, self.llm_client = config, llm_client
+        self.tokenizer = self.processor = self.hf_model_type = self.dataset_cls = None
+        self.tools = []
+
+    async def postprocess(self, output, validate, **kwargs):
+        return output
+
+    def build(trainer, run_seed=None):
+        cls = {"v1": _AdaptiveAgentLoopWorkerTQ, "legacy": _SeededAgentLoopWorker}[trainer]
+        monkeypatch.setattr(cls.__mro__[1], "__init__", start)
+        monkeypatch.setattr(cls.__mro__[1], "_agent_loop_postprocess", postprocess)
+        server = FakeServer()
+        config = OmegaConf.create({"reinforce_ada": {"sampling_seed": run_seed}, "data": {}})
+        return cls(config, server), server
+
+    return build
+
+
+def run_episode(worker, trainer, session, seed=None, validate=False):
+    """One episode of ``three_turns`` as the trainer's worker runs it: V1 seeds it from the run seed, the legacy
+    worker from the row's ``seed``."""
+    from reinforce_ada.integration.agent_loop_legacy import SAMPLE_SEED
+    from reinforce_ada.integration.agent_loop_v1 import SESSION_OFFSET
+
+    trajectory = {"step": 3, "sample_index": 0, "rollout_n": session, "validate": validate}
+    if trainer == "v1":
+        row = {"uid": "a", "raw_prompt": MESSAGES["a"], "data_source": "tiny", "global_steps": 3, SESSION_OFFSET: 0}
+    else:
+        row = {} if seed is None else {SAMPLE_SEED: seed}
+    return worker._run_agent_loop({"temperature": 1.0}, trajectory, agent_name="three_turns", session_id=session,
+                                  **row)
+
+
+def episode_seed(trainer, session):
+    return sample_seed(7, prompt_identity(MESSAGES["a"], "tiny"), 3, session) if trainer == "v1" else 100 + session
+
+
+@pytest.mark.parametrize("trainer", ["v1", "legacy"])
+def test_each_model_turn_of_an_episode_gets_its_own_seed_and_concurrent_episodes_count_apart(
+    multi_turn_worker, trainer
+):
+    from reinforce_ada.integration.agents import TurnSeededClient
+
+    worker, server = multi_turn_worker(trainer, run_seed=7)
+    assert isinstance(worker.llm_client, TurnSeededClient) and worker.llm_client.name == "the fake server"
+
+    async def episodes():
+        await asyncio.gather(*(run_episode(worker, trainer, s, seed=episode_seed(trainer, s)) for s in (0, 1)))
+        await run_episode(worker, trainer, 1, seed=episode_seed(trainer, 1))  # again, once the others are done
+        await worker.llm_client.generate("det-0", prompt_ids=[9, 0], sampling_params={})  # outside any episode
+
+    asyncio.run(episodes())
+    assert [session for session, _, _ in server.calls[:6]] == [0, 1] * 3  # the two episodes' turns interleaved
+    for session in (0, 1):
+        seeds = [seed for s, turn, seed in server.calls[:6] if s == session]
+        assert seeds == [turn_seed(episode_seed(trainer, session), turn) for turn in range(3)]
+        assert seeds[0] == episode_seed(trainer, session) and len(set(seeds)) == 3
+    again = [seed for _, _, seed in server.calls[6:9]]
+    assert again == [seed for s, _, seed in server.calls[:6] if s == 1]  # the count ended with the episode
+    assert server.calls[9] == (9, 0, None)
+
+
+@pytest.mark.parametrize("trainer", ["v1", "legacy"])
+def test_an_unseeded_or_validation_episode_passes_no_seed(multi_turn_worker, trainer):
+    worker, server = multi_turn_worker(trainer, run_seed=None)
+
+    async def episodes():
+        await asyncio.gather(*(run_episode(worker, trainer, s) for s in (0, 1)))
+        if trainer == "v1":
+            worker._sampling_seed = 7
+            await run_episode(worker, trainer, 0, validate=True)
+
+    asyncio.run(episodes())
+    assert len(server.calls) == (9 if trainer == "v1" else 6)
+    assert [seed for _, _, seed in server.calls] == [None] * len(server.calls)
