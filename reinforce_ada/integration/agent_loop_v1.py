@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import os
+import socket
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -229,6 +231,12 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
             return
         if load_tracker(self.tracker, folder, global_step=step - 1):
             progress(f"step {step}: pass-rate tracker of {len(self.tracker)} prompts restored from {folder}")
+        elif not os.path.isdir(folder):
+            progress(
+                f"step {step}: WARNING: verl resumed from {folder}, which this node ({socket.gethostname()}) does not "
+                "see: on several nodes trainer.default_local_dir must be storage every node mounts at the same path; "
+                "starting with an empty tracker"
+            )
         else:
             progress(
                 f"step {step}: WARNING: {folder} holds no pass-rate tracker (a checkpoint from before it was saved, "

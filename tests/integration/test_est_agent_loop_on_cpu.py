@@ -87,10 +87,18 @@ def test_first_step_of_a_resumed_run_restores_the_saved_tracker(published, tmp_p
     assert manager.requests[0]["never"][0] > 4  # allocated from the restored estimate
 
 
-def test_resumed_run_without_a_saved_tracker_warns_and_starts_empty(published, tmp_path, capsys):  # noqa: F811
+@pytest.mark.parametrize("folder_seen", [True, False])
+def test_resumed_run_without_a_saved_tracker_warns_and_starts_empty(published, tmp_path, capsys,  # noqa: F811
+                                                                      folder_seen):
+    if folder_seen:
+        (tmp_path / "global_step_2").mkdir()  # verl's checkpoint without our file
     manager = v1_manager(SamplerConfig(variant="est"))
     manager._tracker_checked = False
     manager.config = OmegaConf.create({"trainer": {"resume_mode": "auto", "default_local_dir": str(tmp_path)}})
     manager.generate_sequences(prompts_with_messages(step=3))
-    assert "holds no pass-rate tracker" in capsys.readouterr().err
+    warning = capsys.readouterr().err
+    if folder_seen:
+        assert "holds no pass-rate tracker" in warning
+    else:  # the checkpoint is on another node's disk
+        assert "does not see: on several nodes trainer.default_local_dir must be storage every node mounts" in warning
     assert [manager.requests[0][u][0] for u in UIDS] == [4, 4, 4]
