@@ -32,6 +32,7 @@ from reinforce_ada.integration.agents import (
 )
 from reinforce_ada.integration.handover import pop_step_metrics
 from reinforce_ada.integration.rollout import (
+    CriticalPath,
     RewardTally,
     check_streaming_reward,
     is_number,
@@ -105,6 +106,7 @@ class AdaptiveManagerLegacy(AgentLoopManager):
         timing: dict[str, float] = {}
         reward_extra_keys: list[str] = []
         reward_tally = RewardTally()
+        critical_path = CriticalPath()  # the legacy rollout runs in rounds
         drawn_episodes: list[Episode] = []
 
         step = prompts.meta_info.get("global_steps", 0)
@@ -135,6 +137,7 @@ class AdaptiveManagerLegacy(AgentLoopManager):
                 },
             )
             drawn_episodes.extend(_episodes(output))
+            critical_path.add_round(output.batch["response_mask"].sum(-1).tolist())
             rewards = output.batch["rm_scores"].sum(dim=-1).tolist()
             if not all(math.isfinite(r) for r in rewards):
                 raise RewardError(
@@ -168,7 +171,7 @@ class AdaptiveManagerLegacy(AgentLoopManager):
         kept_rows = [held_rows[(p, i)] for p, group in enumerate(result.groups) for i in group.kept]
         output = held.select_idxs(np.array(kept_rows, dtype=np.int64))
         publish_step(result, [str(u) for u in base.non_tensor_batch["uid"]], reward_tally,
-                     episode_metrics(drawn_episodes, _episodes(output)))
+                     {**episode_metrics(drawn_episodes, _episodes(output)), **critical_path.metrics()})
         # The legacy trainer logs the rollout's `timing` dict (as timing_s/...); our metrics ride along.
         timing.update(pop_step_metrics())
         output.meta_info = {"timing": timing, "reward_extra_keys": reward_extra_keys}

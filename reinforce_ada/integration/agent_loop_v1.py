@@ -49,6 +49,7 @@ from reinforce_ada.integration.agents import (
 )
 from reinforce_ada.integration.checkpoint import load_tracker, resumed_checkpoint_dir
 from reinforce_ada.integration.rollout import (
+    CriticalPath,
     RewardTally,
     SampleRecord,
     check_streaming_reward,
@@ -301,7 +302,7 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
     def generate_sequences(self, prompts) -> None:
         if tu.get_non_tensor_data(prompts, "validate", False):
             return super().generate_sequences(prompts)
-        book = _RequestBook(prompts, self.reward_name)
+        book = _RequestBook(prompts, self.reward_name, rounds=self.sampler_config.mode == "rounds")
 
         def generate_round(requests: Mapping[int, int]) -> dict[int, list[float | None]]:
             rewards = book.record(self._dispatch_round(book.batch(requests)), requests)
@@ -337,7 +338,8 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
         if unkept:
             self._clear_samples(unkept)
         episodes = episode_metrics(book.episode.values(), (book.episode[key] for key in kept))
-        publish_step(result, book.uids, book.reward_tally, {**tracker_metrics, **episodes})
+        extra = {**tracker_metrics, **episodes, **book.critical_path.metrics()}
+        publish_step(result, book.uids, book.reward_tally, extra)
 
 
 def _prompt_keys(prompts) -> list[str] | None:
@@ -358,8 +360,10 @@ class _RequestBook:
     sample gets the failed slot with a seed of its own, so a failure shifts no later sample's seed.
     """
 
-    def __init__(self, prompts, reward_name: str = "the reward function"):
+    def __init__(self, prompts, reward_name: str = "the reward function", rounds: bool = True):
         self.prompts = prompts
+        self.rounds = rounds  # a record() call is a whole round (else one prompt's request, async)
+        self.critical_path = CriticalPath()
         self.uids = [str(u) for u in prompts["uid"]]
         self.reward_name = reward_name
         self.offsets = [0] * len(self.uids)  # per prompt: samples asked for = the next session id
@@ -418,6 +422,12 @@ class _RequestBook:
             if math.isfinite(r.reward):
                 self.reward_tally.add(1, r.response_tokens, r.reward_seconds, r.reward_extra)
                 self.episode[(r.uid, r.session)] = r.episode
+        if self.rounds:
+            self.critical_path.add_round([r.response_tokens for r in records])
+        else:
+            for prompt in requests:
+                uid = self.uids[prompt]
+                self.critical_path.add_request(prompt, [r.response_tokens for r in records if r.uid == uid])
         return rewards
 
 

@@ -93,6 +93,7 @@ def test_v1_requests_exactly_the_active_prompts_each_round(published):
     assert metrics["reinforce_ada/prompts_unresolved"] == 1
     assert metrics["reinforce_ada/reward_latency_mean"] == pytest.approx(0.001)
     assert metrics["reinforce_ada/response_tokens_total"] == 64 * 5  # every draw counted, kept or not
+    assert metrics["reinforce_ada/critical_path_tokens"] == 4 * 5  # 4 rounds, each as long as its longest response
     assert metrics["reinforce_ada/reward/no_answer"] == pytest.approx(1 - 7 / 64)  # 7 of 64 drawn were correct
     assert pop_step_metrics() == {}  # reported once
 
@@ -190,6 +191,20 @@ def test_v1_validation_batches_go_to_verl_unchanged(monkeypatch):
     tu.assign_non_tensor_data(batch, "validate", True)
     manager.generate_sequences(batch)
     assert seen == [batch] and manager.requests == []
+
+
+def test_the_critical_path_sums_each_rounds_longest_and_in_async_takes_the_longest_chain_of_requests():
+    from reinforce_ada.integration.rollout import CriticalPath
+
+    rounds = CriticalPath()
+    for lengths in ([5, 40, 7], [30, 2], [9]):
+        rounds.add_round(lengths)
+    assert rounds.metrics() == {"critical_path_tokens": 40 + 30 + 9}
+    chains = CriticalPath()  # prompt 0: requests of longest 40 then 9; prompt 1: 30, then 30 again
+    for prompt, lengths in ((0, [5, 40]), (1, [30, 2]), (0, [9]), (1, [30])):
+        chains.add_request(prompt, lengths)
+    assert chains.metrics() == {"critical_path_tokens": 60}
+    assert CriticalPath().metrics() == {"critical_path_tokens": 0.0}
 
 
 def fake_records(uid, count, offset, drop_session=None):
@@ -406,6 +421,7 @@ def test_legacy_returns_n_samples_per_prompt_in_prompt_order(published):
     drawn = [s for u in UIDS for s in range(sum(request[u][0] for request in manager.requests if u in request))]
     kept = [s for u in UIDS for s in EXPECTED_KEPT[u]]
     assert len(drawn) == 64 and timing["reinforce_ada/response_tokens_total"] == sum(3 - s % 2 for s in drawn)
+    assert timing["reinforce_ada/critical_path_tokens"] == 4 * 3  # every round has an even session's 3 tokens
     for prefix, sessions in (("", drawn), ("kept_", kept)):
         odd = sum(s % 2 for s in sessions) / len(sessions)
         assert timing[f"reinforce_ada/agent/{prefix}turns_mean"] == pytest.approx(2 + 2 * odd)
