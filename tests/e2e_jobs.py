@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 # The order jobs start in: a job after the jobs it needs; the first run first (two jobs need it), then the longest.
-PRIORITY = ["first_run", "demo", "resumed_run", "two_node_run", "async_run", "learning_run", "launch_script_run"]
+PRIORITY = ["first_run", "demo", "resumed_run", "skip_runs", "two_node_run", "async_run", "learning_run",
+            "launch_script_run"]
 LANES = int(os.environ.get("REINFORCE_ADA_E2E_LANES", "2"))
 
 

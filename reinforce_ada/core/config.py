@@ -83,6 +83,12 @@ class SamplerConfig:
         sampling_seed: None (vLLM's own randomness, as verl leaves it) or the run seed from
             which every training sample's vLLM seed is derived
             (:func:`reinforce_ada.core.seeding.sample_seed`), for reproducible rollouts.
+        skip: Skip prompts whose recent pools had no signal (all correct or all wrong), with a
+            probability that grows with each such visit, and sample the next prompts of the data
+            in their place (V1 trainer; :mod:`reinforce_ada.core.skip`).
+        skip_growth: The skip probability after one visit without signal; each further one
+            closes the gap to 1 by the same factor.
+        skip_cap: The highest skip probability, below 1, so that every prompt is still probed.
     """
 
     n: int = 4
@@ -113,6 +119,10 @@ class SamplerConfig:
     sample_budget: float | None = None
     # Reproducibility
     sampling_seed: int | None = None
+    # Skipping prompts without signal
+    skip: bool = False
+    skip_growth: float = 0.5
+    skip_cap: float = 0.9
 
     def __post_init__(self) -> None:
         _check_int(self, "n", minimum=1)
@@ -140,6 +150,13 @@ class SamplerConfig:
         _check_int(self, "min_samples_per_prompt", minimum=1)
         if not isinstance(self.warm_start, bool):
             raise ConfigError(f"warm_start: must be true or false, got {self.warm_start!r}")
+        if not isinstance(self.skip, bool):
+            raise ConfigError(f"skip: must be true or false, got {self.skip!r}")
+        _check_number(self, "skip_growth", low=0.0, high=1.0, low_open=True)
+        _check_number(self, "skip_cap", low=0.0, high=1.0)
+        if self.skip_cap >= 1:
+            raise ConfigError(f"skip_cap: must be below 1 (a prompt skipped for good is never probed again), got "
+                              f"{self.skip_cap!r}")
         _check_number(self, "tracker_decay", low=0.0, high=1.0, low_open=True)
         _check_number(self, "tracker_prior_pos", low=0.0, low_open=True)
         _check_number(self, "tracker_prior_neg", low=0.0, low_open=True)
@@ -195,6 +212,11 @@ class SamplerConfig:
     def uses_tracker(self) -> bool:
         """True when the pass-rate tracker decides something (Est's allocation or warm start)."""
         return self.variant == "est" or self.warm_start
+
+    @property
+    def keys_prompts(self) -> bool:
+        """True when something needs each prompt's identity across steps: the tracker, seeds or the skip rule."""
+        return self.uses_tracker or self.sampling_seed is not None or self.skip
 
     @property
     def n_max(self) -> int:

@@ -2,7 +2,7 @@
 
 Samples live in TransferQueue under ``{uid}_{session}_{i}``. Session ids continue across a
 prompt's requests, so a sample's session is its index among everything the prompt asked for;
-a failed sample's session is not in the pool, so :class:`_RequestBook` maps pool indices to
+a failed sample's session is not in the pool, so :class:`RequestBook` maps pool indices to
 sessions. Samples not kept are deleted before the replay buffer reads the step's batch; dropped
 prompts leave none. In ``mode=async`` each prompt request is its own Ray call, on the worker
 with the fewest in flight.
@@ -21,8 +21,7 @@ import hashlib
 import math
 import os
 import socket
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import ray
@@ -30,8 +29,8 @@ from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorke
 from verl.utils import tensordict_utils as tu
 
 from reinforce_ada.core.config import SamplerConfig
-from reinforce_ada.core.sampler import FAILED
 from reinforce_ada.core.seeding import sample_seed
+from reinforce_ada.core.skip import SkipRule
 from reinforce_ada.core.tracker import (
     PassRateTracker,
     make_tracker,
@@ -48,9 +47,9 @@ from reinforce_ada.integration.agents import (
     tool_calls_of,
 )
 from reinforce_ada.integration.checkpoint import load_tracker, resumed_checkpoint_dir
+from reinforce_ada.integration.prompt_skip import PromptSkipper
+from reinforce_ada.integration.request_book import SEED_REDRAW, SEED_SLOTS, SESSION_OFFSET, RequestBook
 from reinforce_ada.integration.rollout import (
-    CriticalPath,
-    RewardTally,
     SampleRecord,
     check_streaming_reward,
     is_number,
@@ -59,43 +58,8 @@ from reinforce_ada.integration.rollout import (
     reward_name,
     run_sampling,
     sampling_seed,
-    warn_once,
 )
 from reinforce_ada.integration.verl_config import storage_shortfall
-
-
-def _round_rewards(
-    records: Sequence[SampleRecord], requests: Mapping[int, int], uids, offsets
-) -> dict[int, list[tuple[int, float | None]]]:
-    """Groups the records by prompt: ``(session, reward)`` in session order, the reward
-    :data:`~reinforce_ada.core.sampler.FAILED` for a session that came back without a record
-    (its generation or reward call raised; verl's worker logs why).
-
-    Args:
-        records: What the workers reported for the requests' samples.
-        requests: Prompt index to the number of samples requested.
-        uids: Prompt index to its uid.
-        offsets: Prompt index to the first session id (pool index) of its request.
-    """
-    by_uid: dict[str, dict[int, float]] = defaultdict(dict)
-    for record in records:
-        by_uid[record.uid][record.session] = record.reward
-    results = {}
-    for prompt, count in requests.items():
-        got = by_uid.get(uids[prompt], {})
-        expected = range(offsets[prompt], offsets[prompt] + count)
-        stray = sorted(set(got) - set(expected))
-        if stray:
-            raise RuntimeError(
-                f"reinforce_ada: prompt uid {uids[prompt]} got samples it did not ask for (sessions {stray[:8]})"
-            )
-        results[prompt] = [(session, got.get(session, FAILED)) for session in expected]
-    return results
-
-
-SESSION_OFFSET = "__reinforce_ada_session_offset__"
-SEED_SLOTS = "__reinforce_ada_seed_slots__"  # per row: each sample's slot among the prompt's first attempts
-SEED_REDRAW = "__reinforce_ada_seed_redraw__"  # per row: the samples redraw failed ones (seeds of their own)
 
 
 class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
@@ -203,17 +167,22 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
 
 
 class AdaptiveManagerV1(AgentLoopManagerTQ):
+    skipper: PromptSkipper | None = None  # reinforce_ada.skip
+
     def __init__(self, config, *args, sampler_config: SamplerConfig, **kwargs):
         super().__init__(config, *args, **kwargs)
         self.agent_loop_workers_class = ray.remote(_AdaptiveAgentLoopWorkerTQ)
         self.sampler_config = sampler_config
         self.tracker: PassRateTracker = make_tracker(sampler_config)
+        if sampler_config.skip:
+            rule = SkipRule(sampler_config.skip_growth, sampler_config.skip_cap, seed=sampler_config.sampling_seed or 0)
+            self.skipper = PromptSkipper(rule, self._clear_samples, _required_prompt_keys)
         self.reward_name = reward_name(config)
         self._tracker_checked = False  # restored from verl's resumed checkpoint at the first training step
         self._outputs_checked = 1  # the most outputs per sample TransferQueue's capacity was checked for
         check_streaming_reward(self.reward_loop_worker_handles)
 
-    def _check_storage(self, book: _RequestBook) -> None:
+    def _check_storage(self, book: RequestBook) -> None:
         """An agent loop that returns several outputs per sample stores one entry per output: checks, the first time
         it stores more than before, that a whole step still fits TransferQueue's storage."""
         outputs = max(book.outputs_per_sample.values(), default=1)
@@ -230,8 +199,10 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
         folder = resumed_checkpoint_dir(self.config.trainer, step)
         if folder is None:
             return
-        if load_tracker(self.tracker, folder, global_step=step - 1):
-            progress(f"step {step}: pass-rate tracker of {len(self.tracker)} prompts restored from {folder}")
+        skip = self.skipper.rule if self.skipper is not None else None
+        if load_tracker(self.tracker, folder, global_step=step - 1, skip=skip):
+            streaks = f", skip streaks of {len(skip)} prompts" if skip is not None else ""
+            progress(f"step {step}: pass-rate tracker of {len(self.tracker)} prompts{streaks} restored from {folder}")
         elif not os.path.isdir(folder):
             progress(
                 f"step {step}: WARNING: verl resumed from {folder}, which this node ({socket.gethostname()}) does not "
@@ -250,11 +221,8 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
             self._restore_tracker(step)
         keys = _prompt_keys(prompts)
         if keys is None:
-            if self.sampler_config.uses_tracker or self.sampler_config.sampling_seed is not None:
-                raise RuntimeError(
-                    "reinforce_ada: variant=est, warm_start and sampling_seed need each prompt's `raw_prompt` (verl's "
-                    "RLHFDataset provides it) to recognise prompts across steps and runs; the rollout got none"
-                )
+            if self.sampler_config.keys_prompts:
+                _required_prompt_keys(prompts)  # raises, naming what is missing
             return None, None, {}
         return keys, plan_first_requests(self.tracker, keys, self.sampler_config), self.tracker.summary(keys)
 
@@ -302,7 +270,11 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
     def generate_sequences(self, prompts) -> None:
         if tu.get_non_tensor_data(prompts, "validate", False):
             return super().generate_sequences(prompts)
-        book = _RequestBook(prompts, self.reward_name, rounds=self.sampler_config.mode == "rounds")
+        if self.skipper is not None:
+            if self.skipper.collect(prompts):  # verl's refill of prompts the skip left out: sampled with the rest
+                return None
+            prompts = self.skipper.select(prompts, int(tu.get_non_tensor_data(prompts, "global_steps", 0)))
+        book = RequestBook(prompts, self.reward_name, rounds=self.sampler_config.mode == "rounds")
 
         def generate_round(requests: Mapping[int, int]) -> dict[int, list[float | None]]:
             rewards = book.record(self._dispatch_round(book.batch(requests)), requests)
@@ -339,6 +311,8 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
             self._clear_samples(unkept)
         episodes = episode_metrics(book.episode.values(), (book.episode[key] for key in kept))
         extra = {**tracker_metrics, **episodes, **book.critical_path.metrics()}
+        if self.skipper is not None:
+            extra.update(self.skipper.observe(keys, result.samplers))
         publish_step(result, book.uids, book.reward_tally, extra)
 
 
@@ -351,84 +325,14 @@ def _prompt_keys(prompts) -> list[str] | None:
     return prompt_identities(list(prompts["raw_prompt"]), sources)
 
 
-class _RequestBook:
-    """A V1 step's requests: builds their input rows and checks and books what comes back.
-
-    Session ids continue across a prompt's requests; a failed sample's session is not in the
-    prompt's pool, so ``pool_sessions`` maps pool index to session. Seeds follow slots, not sessions: the
-    i-th sample a prompt asks for (failed ones counted, redraws not) has slot i, and the redraw of a failed
-    sample gets the failed slot with a seed of its own, so a failure shifts no later sample's seed.
-    """
-
-    def __init__(self, prompts, reward_name: str = "the reward function", rounds: bool = True):
-        self.prompts = prompts
-        self.rounds = rounds  # a record() call is a whole round (else one prompt's request, async)
-        self.critical_path = CriticalPath()
-        self.uids = [str(u) for u in prompts["uid"]]
-        self.reward_name = reward_name
-        self.offsets = [0] * len(self.uids)  # per prompt: samples asked for = the next session id
-        self.pool_sessions: list[list[int]] = [[] for _ in self.uids]
-        self.outputs_per_sample: dict[tuple[str, int], int] = {}
-        self.reward_tally = RewardTally()
-        self.episode: dict[tuple[str, int], Episode] = {}  # (uid, session) of each scored sample -> its counts
-        self.next_slot = [0] * len(self.uids)  # per prompt: first attempts asked for
-        self.failed_slots: list[list[int]] = [[] for _ in self.uids]  # of the last request, awaiting their redraw
-        self.request_slots: dict[int, tuple[list[int], bool]] = {}  # prompt -> its request in flight: slots, redraw
-
-    def batch(self, requests: Mapping[int, int]):
-        """The input rows of ``{prompt index: count}``: ``count`` samples each, sessions continuing."""
-        active = list(requests)
-        for prompt in active:
-            count, pending = requests[prompt], self.failed_slots[prompt]
-            if pending:  # the sampler redraws its failed samples first (a step budget may grant fewer of them)
-                self.request_slots[prompt] = (pending[:count], True)
-                self.failed_slots[prompt] = []
-            else:
-                first = self.next_slot[prompt]
-                self.request_slots[prompt] = (list(range(first, first + count)), False)
-                self.next_slot[prompt] += count
-        batch = tu.index_select_tensor_dict(self.prompts, active)
-        tu.assign_non_tensor_stack(batch, "__rollout_n__", [requests[i] for i in active])
-        tu.assign_non_tensor_stack(batch, SESSION_OFFSET, [self.offsets[i] for i in active])
-        tu.assign_non_tensor_stack(batch, SEED_SLOTS, [self.request_slots[i][0] for i in active])
-        tu.assign_non_tensor_stack(batch, SEED_REDRAW, [self.request_slots[i][1] for i in active])
-        return batch
-
-    def record(self, records: Sequence[SampleRecord], requests: Mapping[int, int]) -> dict[int, list[float | None]]:
-        """The rewards of ``requests`` in session order (None for a failed sample); advances the offsets."""
-        results = _round_rewards(records, requests, self.uids, self.offsets)
-        self.outputs_per_sample.update({(r.uid, r.session): r.outputs for r in records})
-        rewards: dict[int, list[float | None]] = {}
-        for prompt, sessions in results.items():
-            rewards[prompt] = []
-            slots, redraw = self.request_slots.pop(prompt, (None, False))
-            for j, (session, reward) in enumerate(sessions):
-                if reward is not FAILED and not math.isfinite(reward):
-                    warn_once(
-                        f"WARNING: {self.reward_name} returned a non-finite score ({reward}); such a sample is "
-                        "redrawn once, like a failed one, and counted in reinforce_ada/samples_failed"
-                    )
-                    reward = FAILED
-                if reward is not FAILED:
-                    self.pool_sessions[prompt].append(session)
-                elif slots is not None and not redraw:
-                    self.failed_slots[prompt].append(slots[j])
-                rewards[prompt].append(reward)
-            self.offsets[prompt] += requests[prompt]
-        failed = sum(r is FAILED for values in rewards.values() for r in values)
-        if failed:
-            progress(f"{failed} of {sum(requests.values())} samples failed (generation or reward call); redrawn once")
-        for r in records:
-            if math.isfinite(r.reward):
-                self.reward_tally.add(1, r.response_tokens, r.reward_seconds, r.reward_extra)
-                self.episode[(r.uid, r.session)] = r.episode
-        if self.rounds:
-            self.critical_path.add_round([r.response_tokens for r in records])
-        else:
-            for prompt in requests:
-                uid = self.uids[prompt]
-                self.critical_path.add_request(prompt, [r.response_tokens for r in records if r.uid == uid])
-        return rewards
+def _required_prompt_keys(prompts) -> list[str]:
+    keys = _prompt_keys(prompts)
+    if keys is None:
+        raise RuntimeError(
+            "reinforce_ada: variant=est, warm_start, sampling_seed and skip need each prompt's `raw_prompt` (verl's "
+            "RLHFDataset provides it) to recognise prompts across steps and runs; the rollout got none"
+        )
+    return keys
 
 
 class _WorkerRequests:
@@ -437,7 +341,7 @@ class _WorkerRequests:
     Each prompt request is its own Ray call, sent to the worker with the fewest in flight.
     """
 
-    def __init__(self, manager: AdaptiveManagerV1, book: _RequestBook):
+    def __init__(self, manager: AdaptiveManagerV1, book: RequestBook):
         self.manager, self.book = manager, book
         self.load = [0] * len(manager.agent_loop_workers)  # requests in flight per worker
         self.pending: dict[Any, tuple[int, int, int]] = {}  # Ray ref -> (prompt, count, worker)

@@ -4,7 +4,7 @@ Saving uses verl's own hook: the V1 trainer calls ``trainer.checkpoint_callback_
 ``on_save(trainer, global_step, checkpoint_dir)`` on the driver (the TaskRunner, the process
 that also holds the rollout manager and its tracker) after writing each ``global_step_N``
 folder. :class:`TrackerCheckpointCallback` writes the manager's tracker there as
-``reinforce_ada_tracker.json``.
+``reinforce_ada_tracker.json``, with the skip rule's per-prompt streaks when ``reinforce_ada.skip`` is on.
 
 verl has no matching load hook, so the rollout manager restores the tracker itself when it sees
 its first training step: a first step s > 1 means verl resumed from step s - 1, and
@@ -26,14 +26,16 @@ from typing import Any
 
 from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
 
+from reinforce_ada.core.skip import SkipRule
 from reinforce_ada.core.tracker import PassRateTracker
 
 TRACKER_FILE = "reinforce_ada_tracker.json"
 CALLBACK_CLASS = "reinforce_ada.checkpoint.TrackerCheckpointCallback"
 
 
-def save_tracker(tracker: PassRateTracker, checkpoint_dir: str, global_step: int) -> str:
-    """Writes the tracker into a checkpoint folder (atomically: a temporary file, then a rename).
+def save_tracker(tracker: PassRateTracker, checkpoint_dir: str, global_step: int, skip: SkipRule | None = None) -> str:
+    """Writes the tracker, and the skip rule's streaks if given, into a checkpoint folder (atomically: a
+    temporary file, then a rename).
 
     Returns:
         The file's path.
@@ -41,19 +43,25 @@ def save_tracker(tracker: PassRateTracker, checkpoint_dir: str, global_step: int
     os.makedirs(checkpoint_dir, exist_ok=True)
     path = os.path.join(checkpoint_dir, TRACKER_FILE)
     temporary = f"{path}.tmp"
+    state = {"global_step": int(global_step), "tracker": tracker.state_dict()}
+    if skip is not None:
+        state["skip"] = skip.state_dict()
     with open(temporary, "w") as f:
-        json.dump({"global_step": int(global_step), "tracker": tracker.state_dict()}, f)
+        json.dump(state, f)
     os.replace(temporary, path)
     return path
 
 
-def load_tracker(tracker: PassRateTracker, checkpoint_dir: str, global_step: int | None = None) -> bool:
-    """Loads the tracker saved in a checkpoint folder into ``tracker``.
+def load_tracker(
+    tracker: PassRateTracker, checkpoint_dir: str, global_step: int | None = None, skip: SkipRule | None = None
+) -> bool:
+    """Loads the tracker (and the skip rule's streaks, if ``skip`` is given) saved in a checkpoint folder.
 
     Args:
         tracker: Receives the saved counts.
         checkpoint_dir: A ``global_step_N`` folder.
         global_step: If given, the step the file must have been saved at.
+        skip: Receives the saved streaks; a file saved without skipping leaves it empty.
 
     Returns:
         False if the folder holds no tracker file (``tracker`` unchanged), True once loaded.
@@ -69,6 +77,8 @@ def load_tracker(tracker: PassRateTracker, checkpoint_dir: str, global_step: int
     if global_step is not None and saved.get("global_step") != global_step:
         raise ValueError(f"{path} was saved at step {saved.get('global_step')}, expected step {global_step}")
     tracker.load_state_dict(saved["tracker"])
+    if skip is not None and "skip" in saved:
+        skip.load_state_dict(saved["skip"])
     return True
 
 
@@ -105,5 +115,6 @@ class TrackerCheckpointCallback(CheckpointCallback):
         super().on_save(trainer, global_step, checkpoint_dir, async_save=async_save, **kwargs)
         manager = getattr(trainer, "agent_loop_manager", None)
         tracker = getattr(manager, "tracker", None)
+        skipper = getattr(manager, "skipper", None)
         if isinstance(tracker, PassRateTracker):
-            save_tracker(tracker, checkpoint_dir, global_step)
+            save_tracker(tracker, checkpoint_dir, global_step, skip=skipper.rule if skipper is not None else None)

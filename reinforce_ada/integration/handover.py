@@ -7,11 +7,14 @@ run in one process (verl's TaskRunner), so each step the rollout leaves here the
 of every kept prompt, by uid (the one per-sample field every trainer carries unchanged through
 reordering, balancing and storage), and its step metrics; the estimator and the replay buffer
 (or, on the legacy trainer, the rollout's own ``timing`` dict) take them.
+
+The other way, the V1 replay buffer leaves here the trainer's refill function (fetch prompts from the data and
+submit them to the rollout), which the rollout calls to replace the prompts it skips.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from reinforce_ada.core.advantage import PoolStats
 
@@ -19,6 +22,7 @@ METRIC_PREFIX = "reinforce_ada/"
 
 _pools: dict[str, PoolStats] = {}
 _metrics: dict[str, float] = {}
+_refill: list[Callable[[int], int]] = []
 
 
 def publish(pools: Mapping[str, PoolStats], metrics: Mapping[str, float]) -> None:
@@ -45,3 +49,24 @@ def pop_step_metrics() -> dict[str, float]:
     metrics = dict(_metrics)
     _metrics.clear()
     return metrics
+
+
+def offer_refill(refill_fn: Callable[[int], int] | None) -> None:
+    """The V1 trainer's ``refill_fn`` (``count -> prompts submitted``), as its replay buffer received it."""
+    _refill.clear()
+    if refill_fn is not None:
+        _refill.append(refill_fn)
+
+
+def refill(count: int) -> int:
+    """Fetches ``count`` more prompts from the training data and submits them to the rollout.
+
+    Raises:
+        RuntimeError: If no replay buffer offered verl's refill function.
+    """
+    if not _refill:
+        raise RuntimeError(
+            "reinforce_ada: skipping prompts needs verl's V1 replay buffer to refill the batch, and none was offered "
+            "(trainer.v1.sampler.custom_sampler must be reinforce_ada's)"
+        )
+    return _refill[0](count)

@@ -164,6 +164,8 @@ def _check_compatible(config: DictConfig, sampler: SamplerConfig) -> None:
             "legacy trainer cannot take (it joins the rollout with the batch repeated rollout.n times per prompt); "
             "set trainer.use_v1=true"
         )
+    if sampler.skip:
+        _check_skip(config, use_v1)
     if not use_v1 and sampler.warm_start:
         raise ConfigError(
             "trainer.use_v1: reinforce_ada.warm_start keeps a pass-rate tracker across steps, saved through the V1 "
@@ -186,6 +188,23 @@ def _check_compatible(config: DictConfig, sampler: SamplerConfig) -> None:
                 "algorithm.norm_adv_by_std_in_grpo: Est's advantage (r - mean) / sqrt(mean) has no std division; "
                 "set it to false"
             )
+
+
+def _check_skip(config: DictConfig, use_v1: bool) -> None:
+    """Skipped prompts are replaced through the V1 trainer's refill, which fetches whole dataloader batches."""
+    if not use_v1:
+        raise ConfigError(
+            "trainer.use_v1: reinforce_ada.skip replaces skipped prompts through the V1 trainer's refill; the legacy "
+            "trainer takes a fixed batch from its dataloader; set trainer.use_v1=true (or reinforce_ada.skip=false)"
+        )
+    gen_batch_size = config.data.get("gen_batch_size")
+    if gen_batch_size not in (None, 1):
+        raise ConfigError(
+            f"data.gen_batch_size: reinforce_ada.skip refills exactly as many prompts as it skipped, so verl must "
+            f"fetch prompts one at a time; leave it unset or set it to 1, got {gen_batch_size!r}"
+        )
+    with open_dict(config):
+        config.data.gen_batch_size = 1
 
 
 def _check_storage_capacity(config: DictConfig, sampler: SamplerConfig) -> None:
@@ -248,11 +267,11 @@ def _install_hooks(config: DictConfig, sampler: SamplerConfig) -> None:
             callback = config.trainer.get("checkpoint_callback_class")
             if callback in (None, CALLBACK_CLASS):
                 config.trainer.checkpoint_callback_class = CALLBACK_CLASS
-            elif sampler.uses_tracker and not _saves_tracker(callback):
+            elif (sampler.uses_tracker or sampler.skip) and not _saves_tracker(callback):
                 raise ConfigError(
-                    f"trainer.checkpoint_callback_class: reinforce_ada.variant='est' and warm_start save the pass-rate "
-                    f"tracker with each checkpoint through {CALLBACK_CLASS}, got {callback!r}; subclass it (calling "
-                    "super().on_save) and name your subclass here"
+                    f"trainer.checkpoint_callback_class: reinforce_ada.variant='est', warm_start and skip save the "
+                    f"pass-rate tracker and the skip rule's state with each checkpoint through {CALLBACK_CLASS}, got "
+                    f"{callback!r}; subclass it (calling super().on_save) and name your subclass here"
                 )
 
 
