@@ -1,4 +1,4 @@
-"""The learning benchmark's bookkeeping (resumed runs, cumulative rows, the report); its quick run end to end is in
+"""The learning study's bookkeeping (resumed runs, cumulative rows, the report); its quick run end to end is in
 tests/e2e/test_learning_run_on_cpu.py."""
 
 import json
@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import learning, learning_protocol, learning_report
 from reinforce_ada.demo.config import DemoSize
+from studies.learning import protocol as learning_protocol
+from studies.learning import report as learning_report
+from studies.learning import runner as learning
 
 ROOT = Path(__file__).resolve().parents[2]
 FILTERED, ALL = learning_protocol.FILTERED, learning_protocol.UNFILTERED

@@ -1,4 +1,4 @@
-"""The gradient-quality harness: sketches preserve inner products, the reference gradient is unbiased, and the
+"""The gradient-quality study: sketches preserve inner products, the reference gradient is unbiased, and the
 replays measure what they should on pools whose gradients are known."""
 
 import json
@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from benchmarks import gradient_quality as gq
+from studies.gradient_quality import measure as gq
 
 
 def test_the_pass_rate_gradient_is_unbiased_for_known_score_functions():

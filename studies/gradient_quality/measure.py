@@ -1,7 +1,8 @@
 """Which update is better? The quality of each method's update, measured on SmolLM2-135M without training runs.
 
-    python -m benchmarks.gradient_quality [--checkpoints base format] [--work outputs/gradient_quality]
-        [--json benchmarks/results/gradient_quality.json] [--write benchmarks/RESULTS.md] [--quick]
+    python -m studies.gradient_quality [--checkpoints base format] [--work outputs/gradient_quality]
+        [--json studies/gradient_quality/results/gradient_quality.json]
+        [--write studies/gradient_quality/README.md] [--quick]
 
 A learning curve mixes an estimator's quality with where each run's noisy walk happens to be. This harness
 measures the update itself, at fixed weights, for every method, on the same responses:
@@ -34,7 +35,7 @@ reference gradients' own split-half reliability (cosine of two disjoint halves) 
 
 Resumable: pools and sketches are saved per prompt as they are made, named by the prompt's key, and a
 larger size extends them (more prompts, more responses a pool); the analysis reruns in minutes. Results:
-``--json`` and the ``gradient_quality`` section of RESULTS.md, each with the date, machine and command.
+``--json`` and the ``gradient_quality`` section of the study's README.md, each with the date, machine and command.
 """
 
 from __future__ import annotations
@@ -52,13 +53,13 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.results import machine, write_section
-from benchmarks.stats import t_quantile
 from reinforce_ada.core.advantage import outcome_advantages
 from reinforce_ada.core.config import SamplerConfig
 from reinforce_ada.core.step import run_step
 from reinforce_ada.core.tracker import PassRateTracker, plan_first_requests, prompt_identity
+from studies.stats import t_quantile
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 PAIRED_REFERENCES = ("grpo_n4", "balance")  # every method's paired difference is taken against these
@@ -112,9 +113,10 @@ def learning_sets(work: Path, size: Size, model: Path) -> tuple[list[dict], list
     nothing is sampled again), and the base model's pass rate of each training prompt."""
     import pandas as pd
 
-    from benchmarks import learning, learning_protocol
+    from studies.learning import protocol as learning_protocol
+    from studies.learning import runner as learning
 
-    data = learning.prepare_data(work / "learning_data", ROOT / "benchmarks" / "results" / "learning", model,
+    data = learning.prepare_data(work / "learning_data", ROOT / learning_protocol.PROTOCOLS["first"].results, model,
                                  learning_protocol.DEFAULT, learning_protocol.EASY, 0)
 
     def rows(path: str, count: int, seed: int) -> list[dict]:
@@ -131,10 +133,11 @@ def learning_sets(work: Path, size: Size, model: Path) -> tuple[list[dict], list
 
 def format_checkpoint(work: Path, base: Path) -> Path:
     """The checkpoint after the answer format is learned, as the learning benchmark's second protocol starts from
-    (:func:`benchmarks.learning.format_checkpoint`, on the first protocol's training prompts); made once."""
-    from benchmarks import learning, learning_protocol
+    (:func:`studies.learning.runner.format_checkpoint`, on the first protocol's training prompts); made once."""
+    from studies.learning import protocol as learning_protocol
+    from studies.learning import runner as learning
 
-    data = learning.prepare_data(work / "learning_data", ROOT / "benchmarks" / "results" / "learning", base,
+    data = learning.prepare_data(work / "learning_data", ROOT / learning_protocol.PROTOCOLS["first"].results, base,
                                  learning_protocol.DEFAULT, learning_protocol.EASY, 0)
     return learning.format_checkpoint(work, base, data, learning_protocol.DEFAULT)
 
@@ -598,11 +601,12 @@ def run_checkpoint(name: str, model: Path, work: Path, size: Size, train: list[d
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.gradient_quality", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m studies.gradient_quality", description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoints", nargs="+", default=["base", "format"], choices=["base", "format"])
     parser.add_argument("--work", default="outputs/gradient_quality", help="pools, sketches, the format checkpoint")
-    parser.add_argument("--json", default="benchmarks/results/gradient_quality.json")
-    parser.add_argument("--write", help="RESULTS.md to write the gradient_quality section into")
+    parser.add_argument("--json", default="studies/gradient_quality/results/gradient_quality.json")
+    parser.add_argument("--write", help="the Markdown file to write the gradient_quality section into "
+                        "(studies/gradient_quality/README.md)")
     parser.add_argument("--model", help="a Hugging Face model folder (default: SmolLM2-135M-Instruct)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a check")
     args = parser.parse_args(argv)
@@ -614,7 +618,7 @@ def main(argv: list[str] | None = None) -> dict:
     train, heldout = learning_sets(work, size, base)
     json_path = Path(args.json)
     results = json.loads(json_path.read_text()) if json_path.exists() else {"checkpoints": {}}
-    command = "python -m benchmarks.gradient_quality " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = "python -m studies.gradient_quality " + shlex.join(argv if argv is not None else sys.argv[1:])
     for name in args.checkpoints:
         model = base if name == "base" else format_checkpoint(work, base)
         results["checkpoints"][name] = {**run_checkpoint(name, model, work, size, train, heldout), "command": command}
@@ -625,7 +629,3 @@ def main(argv: list[str] | None = None) -> dict:
                           report(results), measured=" and ".join(sorted({f"{c['date']} on {c['machine']}"
                                                                          for c in results["checkpoints"].values()})))
     return results
-
-
-if __name__ == "__main__":
-    main()
