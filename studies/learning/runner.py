@@ -2,7 +2,7 @@
 
     python -m studies.learning [--protocol first|second] [--quick] [--seeds 0 1 2] [--methods grpo_n4 ...]
         [--work outputs/learning] [--results studies/learning/results/first] [--write studies/learning/README.md]
-        [--model PATH] [--pass-rate-range 0 0.3125]
+        [--model PATH] [--pass-rate-range 0 0.3125] [--report-only]
 
 Everything runs through verl's trainer on this machine (``reinforce_ada.main_ppo``, V1 trainer,
 vLLM-CPU rollout, FSDP2 update) with SmolLM2-135M-Instruct, in phases:
@@ -38,7 +38,8 @@ run with a record is not run again; a record measured with other sizes stops the
 rather than being mixed in or overwritten. A run killed mid-way resumes from its checkpoint on
 the same machine, and starts again on a new one.
 
-``--quick`` runs every phase in minutes (a pool of 12 questions, 1 step of 2 prompts, 1 seed).
+``--quick`` runs every phase in minutes (a pool of 12 questions, 1 step of 2 prompts, 1 seed). ``--report-only`` runs
+nothing: it rewrites the results and the section from the committed records alone (:func:`recorded_data`).
 
 ``--protocol second`` is the design written in studies/learning/README.md before its runs: every run starts from a
 checkpoint after the answer format is learned (:func:`format_checkpoint`, made once per work folder, so again in a
@@ -190,6 +191,24 @@ def prepare_data(
     }
     summary_file.write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def recorded_data(work: Path, results: Path, size: Size) -> dict:
+    """The data phase's summary without running it, for ``--report-only``: ``work``'s, else the one the results
+    were last written with (``results/runs.json``, without the files, which only training reads), so that the
+    committed records alone regenerate the results on a machine that never ran the benchmark.
+
+    Raises:
+        SystemExit: If neither exists for these sizes.
+    """
+    for path, key in ((work / "data" / "data.json", None), (results / "runs.json", "data")):
+        if path.exists():
+            summary = json.loads(path.read_text())
+            summary = summary[key] if key else summary
+            if not size.differs_from(summary["size"]):
+                return summary
+    raise SystemExit(f"[learning] --report-only: no data summary for these sizes in {work / 'data' / 'data.json'} "
+                     f"or {results / 'runs.json'}: run the benchmark (its data phase) first")
 
 
 # ------------------------------------------------------------------------------------------
@@ -475,7 +494,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pass-rate-range", type=float, nargs=2, default=EASY, metavar=("LOW", "HIGH"),
                         help="keep training prompts with LOW < base pass rate <= HIGH (default: the paper's easy)")
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the question pool")
-    parser.add_argument("--report-only", action="store_true", help="rewrite the results from the run folders")
+    parser.add_argument("--report-only", action="store_true",
+                        help="rewrite the results from the run records (and the run folders under WORK, if any), "
+                        "running nothing: the data phase's summary is WORK's, else the one in RESULTS/runs.json")
     args = parser.parse_args(argv)
     protocol = PROTOCOLS[args.protocol]
     size = protocol.quick if args.quick else protocol.size
@@ -488,12 +509,15 @@ def main(argv: list[str] | None = None) -> None:
     results = Path(args.results or (work / "results" if args.quick else protocol.results)).resolve()
     started = time.perf_counter()
 
-    model = demo.model_folder(args.model, parser)
-    first_rates = ROOT / PROTOCOLS["first"].results / "pass_rates.jsonl"
-    if protocol.name != "first" and not args.quick and first_rates.exists():
-        results.mkdir(parents=True, exist_ok=True)
-        _merge_pass_rates(first_rates, results / "pass_rates.jsonl")  # no question is sampled twice
-    data = prepare_data(work, results, model, size, tuple(args.pass_rate_range), args.data_seed)
+    if args.report_only:
+        model, data = None, recorded_data(work, results, size)
+    else:
+        model = demo.model_folder(args.model, parser)
+        first_rates = ROOT / PROTOCOLS["first"].results / "pass_rates.jsonl"
+        if protocol.name != "first" and not args.quick and first_rates.exists():
+            results.mkdir(parents=True, exist_ok=True)
+            _merge_pass_rates(first_rates, results / "pass_rates.jsonl")  # no question is sampled twice
+        data = prepare_data(work, results, model, size, tuple(args.pass_rate_range), args.data_seed)
     counts = data["counts"]
     _say(f"1/4 data: {counts.get('kept', 0)} of {size.pool} questions passed the filter: {counts.get('train', 0)} "
          f"train, {counts.get('test', 0)} filtered held-out; {size.heldout_all} unfiltered held-out")
@@ -502,8 +526,8 @@ def main(argv: list[str] | None = None) -> None:
     matched = {"n": max(size.run.group_size, round(per_prompt)), "balance_samples_per_prompt": per_prompt}
     _say(f"2/4 balance draws {per_prompt:.2f} samples per prompt on these pass rates: the matched GRPO is "
          f"grpo_n{matched['n']}")
-    files = data["files"]
-    prompt_tokens = demo.longest_prompt(model, [Path(files[k]) for k in ("train", "heldout_filtered", "heldout_all")])
+    prompt_tokens = None if args.report_only else demo.longest_prompt(
+        model, [Path(data["files"][k]) for k in ("train", "heldout_filtered", "heldout_all")])
     start, start_id = model, None
     if size.start == "format" and not args.report_only:
         start = format_checkpoint(work, model, data, size, steps=1 if args.quick else FORMAT_STEPS)
