@@ -11,6 +11,8 @@ from reinforce_ada.core.config import SamplerConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
+# every page a reader opens: the front door, the docs, the harnesses' results and the studies' pages
+PAGES = [ROOT / "README.md", *DOCS, ROOT / "benchmarks" / "RESULTS.md", *sorted((ROOT / "studies").rglob("*.md"))]
 
 
 def configuration_table() -> dict[str, str]:
@@ -49,7 +51,7 @@ def slug(heading: str) -> str:
 
 def test_every_relative_link_in_the_docs_points_at_a_file_and_heading_that_exist():
     broken = []
-    for page in [ROOT / "README.md", *DOCS]:
+    for page in PAGES:
         for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
             if re.match(r"[a-z]+://", target):
                 continue

@@ -1,5 +1,5 @@
-"""The learning benchmark's results: run records in, tables, paired differences, curves and the
-RESULTS.md section out. Every sentence of the section is computed from the rows it reports."""
+"""The learning study's results: run records in, tables, paired differences, curves and the README's
+results section out. Every sentence of the section is computed from the rows it reports."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def report(
     rows: list[dict], per_step: list[dict], runs: list[dict], data: dict, size: Size, matched: dict,
     records: str = "runs",
 ) -> str:
-    """The RESULTS.md section: finished runs only. ``records``: the run records' folder, as linked from it.
+    """The first protocol's section: finished runs only. ``records``: the run records' folder, as linked from it.
 
     Every sentence in it is computed from the rows it reports, so that it says what they show and no more."""
     finished = {(r["method"], r["seed"]) for r in runs if r["finished"]}
@@ -264,7 +264,7 @@ def auc(curve: dict[int, float], last_step: int) -> float:
 
 def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data: dict, size: Size,
                   protocol: Protocol, sweep: dict[float, dict], records: str = "runs") -> str:
-    """The second protocol's RESULTS.md section: the sweep (``sweep``: rate -> its run's record) and its choice,
+    """The second protocol's results section: the sweep (``sweep``: rate -> its run's record) and its choice,
     then each method against GRPO-n4 paired by seed on the primary measure (the filtered held-out curve's area
     over steps 0..last), the seeds that measure needs, and the secondary measures. Finished runs only; a seed's
     two runs pair whether or not they started from the same weights, and the table says which did; every sentence
