@@ -114,3 +114,17 @@ def test_the_paths_in_the_packaged_config_and_verls_loaders_resolve():
 def test_the_verl_plugin_entry_point_names_an_importable_module():
     (point,) = [p for p in importlib.metadata.entry_points(group="verl.plugins") if p.name == "reinforce_ada"]
     assert importlib.util.find_spec(point.value) is not None
+
+
+def test_studies_take_only_the_shared_section_writer_from_benchmarks_and_harnesses_nothing_from_studies():
+    """The research studies (studies/) build on the harnesses' shared section writer, never on a harness's internals;
+    the harnesses that measure the plug-in (benchmarks/) import nothing of the studies."""
+    offending = {}
+    for folder, bad in (("studies", lambda m: m.startswith("benchmarks") and m.split(".")[:2] != ["benchmarks",
+                                                                                                      "results"]),
+                        ("benchmarks", lambda m: m.split(".")[0] == "studies")):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            names = sorted(m for m in imports_of(path) if bad(m))
+            if names:
+                offending[module_name(path)] = names
+    assert offending == {}
