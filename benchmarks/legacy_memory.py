@@ -9,7 +9,8 @@ groups; this harness measures the peak resident memory of one step's ``generate_
 (1,024 prompt and 2,048 response tokens, the tensors verl's agent loop returns), with each
 prompt's pass rate drawn from Beta(0.5, 2) (early training: most prompts need several rounds).
 Each measurement runs in a fresh process. ``--compare-ref`` also measures the package as it was
-at that git revision (unpacked with ``git archive``), on the same rewards.
+at that git revision (unpacked with ``git archive``), on the same rewards; the revision must have
+the manager where it is now (:data:`MANAGER`, since the subpackage layout of 88e2cca).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT_TOKENS, RESPONSE_TOKENS = 1024, 2048
+MANAGER = "reinforce_ada/integration/agent_loop_legacy.py"  # the legacy trainer's rollout manager
 
 
 def sample_bytes() -> int:
@@ -43,16 +45,8 @@ def measure(prompts: int, ref: str | None, seed: int) -> dict:
     import torch
     from verl.protocol import DataProto
 
-    try:  # this tree's layout, then the flat one of revisions before the subpackages
-        from reinforce_ada.core.config import SamplerConfig
-        from reinforce_ada.integration.agent_loop_legacy import AdaptiveManagerLegacy as manager_class
-    except ImportError:
-        from reinforce_ada.config import SamplerConfig
-
-        try:
-            from reinforce_ada.agent_loop_legacy import AdaptiveManagerLegacy as manager_class
-        except ImportError:  # a revision from before the legacy rollout had a module of its own
-            from reinforce_ada.agent_loop import _AdaptiveManagerLegacy as manager_class
+    from reinforce_ada.core.config import SamplerConfig
+    from reinforce_ada.integration.agent_loop_legacy import AdaptiveManagerLegacy as manager_class
 
     config = SamplerConfig()  # balance, n 4, M 8, R 4: the reference settings
     rng = np.random.default_rng(seed)
@@ -102,6 +96,17 @@ def measure(prompts: int, ref: str | None, seed: int) -> dict:
     }
 
 
+def check_ref(ref: str) -> None:
+    """Refuses a revision without the manager where this harness imports it, before anything is measured.
+
+    Raises:
+        SystemExit: If ``ref`` is not a revision, or one from before the layout of 88e2cca.
+    """
+    if subprocess.run(["git", "cat-file", "-e", f"{ref}:{MANAGER}"], cwd=ROOT, capture_output=True).returncode:
+        raise SystemExit(f"error: --compare-ref {ref}: no {MANAGER} there (not a revision, or one from before the "
+                         "layout of 88e2cca); measure an older revision with the harness of its own day")
+
+
 def run_child(prompts: int, ref: str | None, seed: int) -> dict:
     """:func:`measure` in a fresh process; with ``ref``, on the package as it was at that revision."""
     command = [sys.executable, "-m", "benchmarks.legacy_memory", "--child", "--prompts", str(prompts),
@@ -135,6 +140,8 @@ def main() -> None:
         print(json.dumps(measure(args.prompts, args.compare_ref, args.seed)))
         return
 
+    if args.compare_ref:
+        check_ref(args.compare_ref)
     rows = [("now", run_child(args.prompts, None, args.seed))]
     if args.compare_ref:
         rows.insert(0, (f"at {args.compare_ref}", run_child(args.prompts, args.compare_ref, args.seed)))

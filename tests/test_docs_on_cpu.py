@@ -1,8 +1,13 @@
-"""The documentation stays true to the code: the configuration reference, links, and the front door's size."""
+"""The documentation stays true to the code: the configuration reference, links, the commands it quotes, and the
+front door's size."""
 
 import dataclasses
+import importlib.util
+import json
 import re
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -11,6 +16,8 @@ from reinforce_ada.core.config import SamplerConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
+# every page a reader opens: the front door, the docs, the harnesses' results and the studies' pages
+PAGES = [ROOT / "README.md", *DOCS, ROOT / "benchmarks" / "RESULTS.md", *sorted((ROOT / "studies").rglob("*.md"))]
 
 
 def configuration_table() -> dict[str, str]:
@@ -49,7 +56,7 @@ def slug(heading: str) -> str:
 
 def test_every_relative_link_in_the_docs_points_at_a_file_and_heading_that_exist():
     broken = []
-    for page in [ROOT / "README.md", *DOCS]:
+    for page in PAGES:
         for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
             if re.match(r"[a-z]+://", target):
                 continue
@@ -82,3 +89,60 @@ def test_the_readme_is_a_front_door():
     assert len(text) < 12_000
     assert "bash scripts/demo.sh" in text and "bash scripts/test.sh" in text  # the two commands
     assert "bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+
+
+OURS = ("reinforce_ada", "benchmarks", "studies")  # modules whose parsers are checked; others must only exist
+SCRIPTS = [*sorted((ROOT / "scripts").glob("*.sh")), *sorted((ROOT / "benchmarks").glob("*.sh"))]
+SEPARATORS = {"&&", "||", ";", "|"}
+
+
+def quoted_commands(text: str) -> list[tuple[str, list[str] | None]]:
+    """Every ``python -m <module> [words]`` in a Markdown page's code (fenced blocks and inline spans): the module and
+    the words up to the end of the command, usage brackets and alternatives resolved (``[--quick]``, ``a|b``);
+    ``None`` for a module named without any words. ``python -m benchmarks.<name>`` names no module."""
+    blocks = re.findall(r"^```[^\n]*\n(.*?)^```", text, re.S | re.M)
+    spans = [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
+    spans += [span.replace("\n", " ") for span in re.findall(r"`([^`]+)`", re.sub(r"^```.*?^```", "", text,
+                                                                                      flags=re.S | re.M))]
+    commands = []
+    for span in spans:
+        for match in re.finditer(r"python3? -m ([A-Za-z_][\w.]*)(.*)", span):
+            module, rest = match.groups()
+            if module.endswith(".") or rest.startswith("<"):
+                continue
+            words = []
+            for word in shlex.split(re.sub(r"<[^<>]*>", "<placeholder>", rest), comments=True):
+                if word in SEPARATORS or word.startswith((">", "2>")):
+                    break
+                word = word.strip("[]")
+                words.append(word.split("|")[0] if "|" in word and not word.startswith("-") else word)
+            commands.append((module, words or None))
+    return commands
+
+
+def parser_messages(commands: list[tuple[str, list[str] | None]]) -> list[str]:
+    """:mod:`command_parsers`' verdict on each command, from a fresh interpreter (it runs modules as ``-m`` does)."""
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "command_parsers.py")], input=json.dumps(commands),
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_every_python_m_command_quoted_runs_a_module_whose_parser_takes_its_flags():
+    """A reader can paste what a page quotes: each ``python -m`` names a module that exists, and the module's own
+    parser (built, not run) accepts the quoted flags and values, placeholders filled in; the scripts' modules must
+    build their parsers too."""
+    quoted = {(page.relative_to(ROOT).as_posix(), module, tuple(words) if words else None)
+              for page in PAGES for module, words in quoted_commands(page.read_text())}
+    named = {(script.relative_to(ROOT).as_posix(), module, None) for script in SCRIPTS
+             for module in re.findall(r"-m ((?:reinforce_ada|benchmarks|studies|verl)[\w.]*)", script.read_text())}
+    modules = {module for _, module, _ in quoted | named}
+    assert {"reinforce_ada.main_ppo", "reinforce_ada.demo", "studies.learning", "benchmarks.rollout_time"} <= modules
+    missing = sorted(m for m in modules if importlib.util.find_spec(m) is None)
+    assert missing == []
+    ours = sorted(((page, module, words) for page, module, words in quoted | named if module.split(".")[0] in OURS),
+                  key=lambda command: (command[0], command[1], command[2] or ()))
+    messages = parser_messages([(module, list(words) if words else None) for _, module, words in ours])
+    refused = [f"{page}: python -m {module} {' '.join(words or ())}: {message}"
+               for (page, module, words), message in zip(ours, messages) if message]
+    assert refused == []

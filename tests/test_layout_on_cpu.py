@@ -116,15 +116,15 @@ def test_the_verl_plugin_entry_point_names_an_importable_module():
     assert importlib.util.find_spec(point.value) is not None
 
 
-def test_every_python_m_command_in_the_docs_and_scripts_runs_a_module():
-    pages = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "scripts").glob("*.sh"),
-             ROOT / "benchmarks" / "RESULTS.md", *(ROOT / "benchmarks").glob("*.sh")]
-    commands = {m for page in pages for m in re.findall(r"-m (reinforce_ada[\w.]*|benchmarks\.\w+)", page.read_text())}
-    assert {"reinforce_ada.main_ppo", "reinforce_ada.demo", "reinforce_ada.tools.simulate"} <= commands
-    for module in sorted(commands):
-        spec = importlib.util.find_spec(module)
-        assert spec is not None, module
-        if spec.submodule_search_locations:  # a package runs its __main__
-            assert importlib.util.find_spec(f"{module}.__main__") is not None, module
-        else:
-            assert 'if __name__ == "__main__":' in Path(spec.origin).read_text(), module
+def test_studies_take_only_the_shared_section_writer_from_benchmarks_and_harnesses_nothing_from_studies():
+    """The research studies (studies/) build on the harnesses' shared section writer, never on a harness's internals;
+    the harnesses that measure the plug-in (benchmarks/) import nothing of the studies."""
+    offending = {}
+    for folder, bad in (("studies", lambda m: m.startswith("benchmarks") and m.split(".")[:2] != ["benchmarks",
+                                                                                                      "results"]),
+                        ("benchmarks", lambda m: m.split(".")[0] == "studies")):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            names = sorted(m for m in imports_of(path) if bad(m))
+            if names:
+                offending[module_name(path)] = names
+    assert offending == {}

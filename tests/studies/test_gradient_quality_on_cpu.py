@@ -1,4 +1,4 @@
-"""The gradient-quality harness: sketches preserve inner products, the reference gradient is unbiased, and the
+"""The gradient-quality study: sketches preserve inner products, the reference gradient is unbiased, and the
 replays measure what they should on pools whose gradients are known."""
 
 import json
@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from benchmarks import gradient_quality as gq
+from studies.gradient_quality import measure as gq
+from studies.gradient_quality import report as gq_report
 
 
 def test_the_pass_rate_gradient_is_unbiased_for_known_score_functions():
@@ -76,9 +77,33 @@ def test_the_report_tables_every_method_with_its_interval(tmp_path):
                    replays_per_batch=2)
     result = gq.analyse(synthetic_pools(8, 64, 16, 2), synthetic_pools(4, 8, 16, 3), size, [0.3] * 8)
     ckpt = {**result, "size": vars(size), "date": "2026-12-03", "machine": "test", "wall_hours": 0.1, "command": "x"}
-    text = gq.report({"checkpoints": {"base": ckpt}})
+    text = gq_report.report({"checkpoints": {"base": ckpt}})
     assert "### Checkpoint: base" in text and "| balance_stratified |" in text and "Spearman-Brown" in text
     json.dumps(ckpt)  # what the harness saves
+
+
+def test_report_only_rewrites_the_section_from_the_json_with_todays_command(tmp_path, monkeypatch):
+    """The recorded command is history; the section quotes the one a reader runs today, with the same flags."""
+    assert gq_report.rerun_command("python -m benchmarks.gradient_quality --checkpoints base --write "
+                                   "benchmarks/RESULTS.md --json=old.json --quick", "studies/gradient_quality/README.md"
+                                   ) == ("python -m studies.gradient_quality --checkpoints base --quick --write "
+                                         "studies/gradient_quality/README.md")
+    size = gq.Size(train_prompts=8, train_k=64, heldout_prompts=4, heldout_k=8, dims=16, batch=4, batches=3,
+                   replays_per_batch=2)
+    result = gq.analyse(synthetic_pools(8, 64, 16, 2), synthetic_pools(4, 8, 16, 3), size, [0.3] * 8)
+    ckpt = {**result, "size": vars(size), "date": "2026-12-03", "machine": "test", "wall_hours": 0.1,
+            "command": "python -m benchmarks.gradient_quality --checkpoints base --write benchmarks/RESULTS.md"}
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"checkpoints": {"base": ckpt}}))
+    monkeypatch.setattr(gq, "learning_sets", lambda *a: pytest.fail("--report-only measured"))
+    write = tmp_path / "README.md"
+    gq.main(["--report-only", "--json", str(results), "--write", str(write)])
+    text = write.read_text()
+    assert "_Measured 2026-12-03 on test._" in text and "| balance_stratified |" in text
+    assert f"Command: `python -m studies.gradient_quality --checkpoints base --write {write}`" in text
+    assert json.loads(results.read_text())["checkpoints"]["base"]["command"] == ckpt["command"]  # history stays
+    with pytest.raises(SystemExit):
+        gq.main(["--report-only", "--json", str(tmp_path / "none.json")])
 
 
 def test_pools_and_sketches_are_made_once_resume_and_grow(tmp_path):
@@ -148,7 +173,7 @@ def test_paired_differences_are_taken_on_the_same_batches_with_a_jackknife_over_
             snr, snr_low, snr_high = d["snr"]
             expected = result["methods"][method]["snr"][0] - result["methods"][reference]["snr"][0]
             assert snr == pytest.approx(expected) and snr_low <= snr <= snr_high
-    text = gq.report({"checkpoints": {"base": {**result, "size": vars(size), "date": "d", "machine": "m",
+    text = gq_report.report({"checkpoints": {"base": {**result, "size": vars(size), "date": "d", "machine": "m",
                                                "wall_hours": 0.1, "command": "x"}}})
     assert "Paired difference to grpo_n4" in text and "jackknife over training prompts" in text
 

@@ -1,6 +1,6 @@
-"""What the learning benchmark runs: its sizes, its methods and the overrides that make them.
+"""What the learning study runs: its sizes, its methods and the overrides that make them.
 
-Shared by the harness (``benchmarks.learning``) and its report (``benchmarks.learning_report``).
+Shared by the runner (``studies.learning.runner``) and its report (``studies.learning.report``).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ FORMAT_SEED = 1000  # its prompts' order and first samples: no run's seed (0-9) 
 
 @dataclass(frozen=True)
 class Protocol:
-    """One design of the learning benchmark, fixed before its runs (docs/benchmarks.md says why each choice).
+    """One design of the learning benchmark, fixed before its runs (studies/learning/README.md says why each choice).
 
     Attributes:
         name: ``first`` or ``second``.
@@ -86,7 +86,7 @@ class Protocol:
         methods: Methods each seed runs, in order.
         seeds: Seeds run by default.
         results: Default folder of the committed results (pass rates, run records, tables).
-        title: Its RESULTS.md section's title (the section is named ``section``).
+        title: Its results section's title (the section is named ``section``).
         sweep: Learning rates of GRPO-n4 seed 0 tried before any other run, in order of preference; the first
             is taken unless its filtered held-out curve drops by more than ``max_drop`` between consecutive
             evaluations (then the next, and so on). Empty: ``size.run.lr`` is used as it is.
@@ -113,13 +113,13 @@ class Protocol:
 SECOND_RUN = DemoSize(steps=20, eval_every=5, eval_k=4, lr=1e-5)
 PROTOCOLS = {
     "first": Protocol(
-        "first", DEFAULT, QUICK, METHODS, (0, 1, 2), "benchmarks/results/learning", "learning",
+        "first", DEFAULT, QUICK, METHODS, (0, 1, 2), "studies/learning/results/first", "learning",
         "Learning, first protocol: Reinforce-Ada against GRPO on SmolLM2-135M, 3 seeds"),
     "second": Protocol(
         "second", Size(pool=1280, heldout_filtered=128, heldout_all=128, run=SECOND_RUN, warmup_steps=3,
                        start="format"),
         replace(QUICK, warmup_steps=1, start="format", run=replace(QUICK.run, steps=2)),  # step 2 at the full rate
-        ("grpo_n4", "balance"), (0, 1, 2, 3), "benchmarks/results/learning_second", "learning_second",
+        ("grpo_n4", "balance"), (0, 1, 2, 3), "studies/learning/results/second", "learning_second",
         "Learning, second protocol: balance against GRPO-n4 after the format is learned, paired by seed",
         sweep=(1e-5, 3e-6)),
 }

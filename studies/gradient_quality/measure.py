@@ -1,7 +1,8 @@
 """Which update is better? The quality of each method's update, measured on SmolLM2-135M without training runs.
 
-    python -m benchmarks.gradient_quality [--checkpoints base format] [--work outputs/gradient_quality]
-        [--json benchmarks/results/gradient_quality.json] [--write benchmarks/RESULTS.md] [--quick]
+    python -m studies.gradient_quality [--checkpoints base format] [--work outputs/gradient_quality]
+        [--json studies/gradient_quality/results/gradient_quality.json]
+        [--write studies/gradient_quality/README.md] [--quick]
 
 A learning curve mixes an estimator's quality with where each run's noisy walk happens to be. This harness
 measures the update itself, at fixed weights, for every method, on the same responses:
@@ -34,7 +35,8 @@ reference gradients' own split-half reliability (cosine of two disjoint halves) 
 
 Resumable: pools and sketches are saved per prompt as they are made, named by the prompt's key, and a
 larger size extends them (more prompts, more responses a pool); the analysis reruns in minutes. Results:
-``--json`` and the ``gradient_quality`` section of RESULTS.md, each with the date, machine and command.
+``--json`` and the ``gradient_quality`` section of the study's README.md, each with the date, machine and command
+(:mod:`studies.gradient_quality.report`; ``--report-only`` rewrites the section from ``--json`` alone).
 """
 
 from __future__ import annotations
@@ -51,14 +53,15 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.results import machine, write_section
-from benchmarks.stats import t_quantile
+from benchmarks.results import machine
 from reinforce_ada.core.advantage import outcome_advantages
 from reinforce_ada.core.config import SamplerConfig
 from reinforce_ada.core.step import run_step
 from reinforce_ada.core.tracker import PassRateTracker, plan_first_requests, prompt_identity
+from studies.gradient_quality.report import report, write_report
+from studies.stats import t_quantile
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 PAIRED_REFERENCES = ("grpo_n4", "balance")  # every method's paired difference is taken against these
@@ -112,9 +115,10 @@ def learning_sets(work: Path, size: Size, model: Path) -> tuple[list[dict], list
     nothing is sampled again), and the base model's pass rate of each training prompt."""
     import pandas as pd
 
-    from benchmarks import learning, learning_protocol
+    from studies.learning import protocol as learning_protocol
+    from studies.learning import runner as learning
 
-    data = learning.prepare_data(work / "learning_data", ROOT / "benchmarks" / "results" / "learning", model,
+    data = learning.prepare_data(work / "learning_data", ROOT / learning_protocol.PROTOCOLS["first"].results, model,
                                  learning_protocol.DEFAULT, learning_protocol.EASY, 0)
 
     def rows(path: str, count: int, seed: int) -> list[dict]:
@@ -131,10 +135,11 @@ def learning_sets(work: Path, size: Size, model: Path) -> tuple[list[dict], list
 
 def format_checkpoint(work: Path, base: Path) -> Path:
     """The checkpoint after the answer format is learned, as the learning benchmark's second protocol starts from
-    (:func:`benchmarks.learning.format_checkpoint`, on the first protocol's training prompts); made once."""
-    from benchmarks import learning, learning_protocol
+    (:func:`studies.learning.runner.format_checkpoint`, on the first protocol's training prompts); made once."""
+    from studies.learning import protocol as learning_protocol
+    from studies.learning import runner as learning
 
-    data = learning.prepare_data(work / "learning_data", ROOT / "benchmarks" / "results" / "learning", base,
+    data = learning.prepare_data(work / "learning_data", ROOT / learning_protocol.PROTOCOLS["first"].results, base,
                                  learning_protocol.DEFAULT, learning_protocol.EASY, 0)
     return learning.format_checkpoint(work, base, data, learning_protocol.DEFAULT)
 
@@ -532,53 +537,6 @@ def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list
             "pass_rate_heldout": float(np.mean([q["rewards"].mean() for q in heldout]))}
 
 
-# ------------------------------------------------------------------------------------------
-# report
-# ------------------------------------------------------------------------------------------
-def _cell(triple: list[float], digits: int = 3) -> str:
-    value, low, high = triple
-    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
-
-
-def report(results: dict) -> str:
-    lines = []
-    for name, ckpt in results["checkpoints"].items():
-        size, rel = ckpt["size"], ckpt["reliability"]
-        lines += [
-            f"### Checkpoint: {name}", "",
-            f"_Measured {ckpt['date']} on {ckpt['machine']}; {ckpt['wall_hours']:.1f} h of sampling and sketching._",
-            "",
-            f"{size['train_prompts']} training prompts x {size['train_k']} responses (pass rate "
-            f"{100 * ckpt['pass_rate_train']:.1f}%), {size['heldout_prompts']} held-out questions x "
-            f"{size['heldout_k']} "
-            f"(pass rate {100 * ckpt['pass_rate_heldout']:.1f}%); gradients sketched to {size['dims']} dimensions; "
-            f"{size['batches']} batches of {size['batch']} prompts, each replayed {size['replays_per_batch']} times. "
-            "Mean [95% interval, jackknife over training prompts]. "
-            f"The matched GRPO is grpo_n{ckpt['matched_n']} (balance drew "
-            f"{ckpt['balance_samples_per_prompt']:.1f} responses per prompt on these pools). Reference reliability "
-            f"(cosine of two disjoint halves; full-size by Spearman-Brown): training {rel['train_split_half']:.3f} "
-            f"({rel['train_full']:.3f}), held-out {rel['heldout_split_half']:.3f} ({rel['heldout_full']:.3f}); "
-            f"training reference vs held-out gradient {rel['train_vs_heldout']:.3f}.",
-            "",
-            "| method | responses / prompt | cos with batch reference | cos with held-out gradient | held-out gain "
-            "of a unit step | SNR | SNR per response |",
-            "|---|---:|---:|---:|---:|---:|---:|",
-        ]
-        for method, m in ckpt["methods"].items():
-            lines.append(f"| {method} | {m['samples_per_prompt']:.1f} | {_cell(m['cos_train'])} | "
-                         f"{_cell(m['cos_heldout'])} | {_cell(m['gain'], 4)} | {_cell(m['snr'])} | "
-                         f"{_cell(m['snr_per_sample'], 4)} |")
-        for reference, rows in ckpt.get("paired", {}).items():
-            lines += ["", f"Paired difference to {reference} on the same batches and replays (primary: the cosine "
-                      "with the held-out gradient):", "",
-                      "| method | cos with held-out gradient | cos with batch reference | SNR |",
-                      "|---|---:|---:|---:|"]
-            lines += [f"| {method} | {_cell(d['cos_heldout'], 4)} | {_cell(d['cos_train'], 4)} | "
-                      f"{_cell(d['snr']) if 'snr' in d else 'not measured'} |" for method, d in rows.items()]
-        lines += ["", f"Command: `{ckpt['command']}`", ""]
-    return "\n".join(lines)
-
-
 def run_checkpoint(name: str, model: Path, work: Path, size: Size, train: list[dict], heldout: list[dict],
                    sampler=None) -> dict:
     folder = work / name
@@ -598,34 +556,39 @@ def run_checkpoint(name: str, model: Path, work: Path, size: Size, train: list[d
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.gradient_quality", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m studies.gradient_quality", description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoints", nargs="+", default=["base", "format"], choices=["base", "format"])
     parser.add_argument("--work", default="outputs/gradient_quality", help="pools, sketches, the format checkpoint")
-    parser.add_argument("--json", default="benchmarks/results/gradient_quality.json")
-    parser.add_argument("--write", help="RESULTS.md to write the gradient_quality section into")
+    parser.add_argument("--json", default="studies/gradient_quality/results/gradient_quality.json")
+    parser.add_argument("--write", help="the Markdown file to write the gradient_quality section into "
+                        "(studies/gradient_quality/README.md)")
     parser.add_argument("--model", help="a Hugging Face model folder (default: SmolLM2-135M-Instruct)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a check")
+    parser.add_argument("--report-only", action="store_true",
+                        help="measure nothing: rewrite the --write section from the --json results")
     args = parser.parse_args(argv)
     size = QUICK if args.quick else DEFAULT
     work = Path(args.work).resolve()
+    json_path = Path(args.json)
+    results = json.loads(json_path.read_text()) if json_path.exists() else {"checkpoints": {}}
+    if args.report_only:
+        if not results["checkpoints"]:
+            parser.error(f"--report-only: {json_path} holds no measured checkpoint")
+        if args.write:
+            write_report(results, args.write)
+        else:
+            print(report(results))
+        return results
     from reinforce_ada.demo.run import model_folder
 
     base = model_folder(args.model, parser)
     train, heldout = learning_sets(work, size, base)
-    json_path = Path(args.json)
-    results = json.loads(json_path.read_text()) if json_path.exists() else {"checkpoints": {}}
-    command = "python -m benchmarks.gradient_quality " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = "python -m studies.gradient_quality " + shlex.join(argv if argv is not None else sys.argv[1:])
     for name in args.checkpoints:
         model = base if name == "base" else format_checkpoint(work, base)
         results["checkpoints"][name] = {**run_checkpoint(name, model, work, size, train, heldout), "command": command}
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(results, indent=1))
         if args.write:
-            write_section(args.write, "gradient_quality", "Gradient quality: each method's update on SmolLM2-135M",
-                          report(results), measured=" and ".join(sorted({f"{c['date']} on {c['machine']}"
-                                                                         for c in results["checkpoints"].values()})))
+            write_report(results, args.write)
     return results
-
-
-if __name__ == "__main__":
-    main()

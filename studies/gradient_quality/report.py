@@ -1,0 +1,93 @@
+"""The gradient-quality study's report: the measured checkpoints (the ``--json`` results) in, the tables of its
+README section out, each checkpoint with the command that measures it again."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+from benchmarks.results import write_section
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULE = "studies.gradient_quality"
+SECTION, TITLE = "gradient_quality", "Gradient quality: each method's update on SmolLM2-135M"
+# flags that name the files of the day a checkpoint was measured, not what was measured
+FILE_FLAGS = ("--write", "--json")
+
+
+def _cell(triple: list[float], digits: int = 3) -> str:
+    value, low, high = triple
+    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def rerun_command(recorded: str, write: str | None = None) -> str:
+    """The command that measures a checkpoint again today: the recorded command's flags (which checkpoint, sizes,
+    model) under today's module, writing its section to ``write``. The record keeps the command as it ran; its
+    module and files may have moved since (the study ran as ``benchmarks.gradient_quality`` until 2026-12-06).
+
+    Args:
+        recorded: The checkpoint's ``command``, as its run recorded it.
+        write: The file the section is written to (shown relative to the repository when inside it).
+    """
+    words = shlex.split(recorded)
+    flags = words[3:] if words[:2] == ["python", "-m"] else []
+    kept, skip = [], False
+    for word in flags:
+        if skip:
+            skip = False
+        elif word in FILE_FLAGS:
+            skip = True
+        elif not word.startswith(tuple(f"{flag}=" for flag in FILE_FLAGS)):
+            kept.append(word)
+    if write is not None:
+        path = Path(write).resolve()
+        kept += ["--write", os.path.relpath(path, ROOT) if path.is_relative_to(ROOT) else write]
+    return shlex.join(["python", "-m", MODULE, *kept])
+
+
+def report(results: dict, write: str | None = None) -> str:
+    """The section's text: per checkpoint, its sizes and reliability, every method's measures and the paired
+    differences. ``write``: the file the section goes to, named in each checkpoint's command."""
+    lines = []
+    for name, ckpt in results["checkpoints"].items():
+        size, rel = ckpt["size"], ckpt["reliability"]
+        lines += [
+            f"### Checkpoint: {name}", "",
+            f"_Measured {ckpt['date']} on {ckpt['machine']}; {ckpt['wall_hours']:.1f} h of sampling and sketching._",
+            "",
+            f"{size['train_prompts']} training prompts x {size['train_k']} responses (pass rate "
+            f"{100 * ckpt['pass_rate_train']:.1f}%), {size['heldout_prompts']} held-out questions x "
+            f"{size['heldout_k']} "
+            f"(pass rate {100 * ckpt['pass_rate_heldout']:.1f}%); gradients sketched to {size['dims']} dimensions; "
+            f"{size['batches']} batches of {size['batch']} prompts, each replayed {size['replays_per_batch']} times. "
+            "Mean [95% interval, jackknife over training prompts]. "
+            f"The matched GRPO is grpo_n{ckpt['matched_n']} (balance drew "
+            f"{ckpt['balance_samples_per_prompt']:.1f} responses per prompt on these pools). Reference reliability "
+            f"(cosine of two disjoint halves; full-size by Spearman-Brown): training {rel['train_split_half']:.3f} "
+            f"({rel['train_full']:.3f}), held-out {rel['heldout_split_half']:.3f} ({rel['heldout_full']:.3f}); "
+            f"training reference vs held-out gradient {rel['train_vs_heldout']:.3f}.",
+            "",
+            "| method | responses / prompt | cos with batch reference | cos with held-out gradient | held-out gain "
+            "of a unit step | SNR | SNR per response |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for method, m in ckpt["methods"].items():
+            lines.append(f"| {method} | {m['samples_per_prompt']:.1f} | {_cell(m['cos_train'])} | "
+                         f"{_cell(m['cos_heldout'])} | {_cell(m['gain'], 4)} | {_cell(m['snr'])} | "
+                         f"{_cell(m['snr_per_sample'], 4)} |")
+        for reference, rows in ckpt.get("paired", {}).items():
+            lines += ["", f"Paired difference to {reference} on the same batches and replays (primary: the cosine "
+                      "with the held-out gradient):", "",
+                      "| method | cos with held-out gradient | cos with batch reference | SNR |",
+                      "|---|---:|---:|---:|"]
+            lines += [f"| {method} | {_cell(d['cos_heldout'], 4)} | {_cell(d['cos_train'], 4)} | "
+                      f"{_cell(d['snr']) if 'snr' in d else 'not measured'} |" for method, d in rows.items()]
+        lines += ["", f"Command: `{rerun_command(ckpt['command'], write)}`", ""]
+    return "\n".join(lines)
+
+
+def write_report(results: dict, write: str) -> None:
+    """Writes the section into ``write``, stamped with every checkpoint's date and machine."""
+    measured = " and ".join(sorted({f"{c['date']} on {c['machine']}" for c in results["checkpoints"].values()}))
+    write_section(write, SECTION, TITLE, report(results, write), measured=measured)
