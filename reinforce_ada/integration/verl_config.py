@@ -17,9 +17,14 @@ from reinforce_ada.core.config import ConfigError, SamplerConfig
 CALLBACK_CLASS = "reinforce_ada.checkpoint.TrackerCheckpointCallback"
 
 SECTION = "reinforce_ada"
-MANAGER_CLASS = "reinforce_ada.agent_loop.AdaptiveAgentLoopManager"
-SAMPLER_PATH = "pkg://reinforce_ada.replay_buffer"
+# Only this package writes these two paths into verl's config, so they name the modules themselves.
+MANAGER_CLASS = "reinforce_ada.integration.agent_loop.AdaptiveAgentLoopManager"
+SAMPLER_PATH = "pkg://reinforce_ada.integration.replay_buffer"
 SAMPLER_NAME = "ReinforceAdaReplayBuffer"
+# The paths of the forwarding modules these replaced: a saved config, or a script that spelled them out, still means
+# this package's manager and buffer, and is pointed at the real modules (the forwarding ones no longer exist).
+FORMER_MANAGER_CLASSES = ("reinforce_ada.agent_loop.AdaptiveAgentLoopManager",)
+FORMER_SAMPLER_PATHS = ("pkg://reinforce_ada.replay_buffer",)
 ESTIMATORS = ("reinforce_ada", "grpo")
 
 # The reference implementation (RLHFlow/Reinforce-Ada) kept its settings under `algorithm`.
@@ -249,7 +254,7 @@ def _install_hooks(config: DictConfig, sampler: SamplerConfig) -> None:
     """Points verl's manager (both trainers), sampler and checkpoint-callback (V1) hooks at this package."""
     agent = config.actor_rollout_ref.rollout.agent
     current = agent.get("agent_loop_manager_class")
-    if current not in (None, MANAGER_CLASS):
+    if current not in (None, MANAGER_CLASS, *FORMER_MANAGER_CLASSES):
         raise ConfigError(
             f"actor_rollout_ref.rollout.agent.agent_loop_manager_class: the adaptive rollout needs {MANAGER_CLASS}, "
             f"got {current!r}"
@@ -258,7 +263,7 @@ def _install_hooks(config: DictConfig, sampler: SamplerConfig) -> None:
         agent.agent_loop_manager_class = MANAGER_CLASS
         if config.trainer.get("use_v1", True):
             custom = config.trainer.v1.sampler.custom_sampler
-            if custom.get("path") not in (None, SAMPLER_PATH):
+            if custom.get("path") not in (None, SAMPLER_PATH, *FORMER_SAMPLER_PATHS):
                 raise ConfigError(
                     f"trainer.v1.sampler.custom_sampler.path: the adaptive rollout reports its metrics through "
                     f"{SAMPLER_PATH}:{SAMPLER_NAME}, got {custom.get('path')!r}"
@@ -292,10 +297,10 @@ def _remove_hooks(config: DictConfig) -> None:
     """With the adaptive rollout off, verl's own manager and replay buffer do the work."""
     agent = config.actor_rollout_ref.rollout.agent
     with open_dict(config):
-        if agent.get("agent_loop_manager_class") == MANAGER_CLASS:
+        if agent.get("agent_loop_manager_class") in (MANAGER_CLASS, *FORMER_MANAGER_CLASSES):
             agent.agent_loop_manager_class = None
         custom = config.trainer.v1.sampler.custom_sampler
-        if custom.get("path") == SAMPLER_PATH:
+        if custom.get("path") in (SAMPLER_PATH, *FORMER_SAMPLER_PATHS):
             custom.path = custom.name = None
         if config.trainer.get("checkpoint_callback_class") == CALLBACK_CLASS:
             config.trainer.checkpoint_callback_class = None

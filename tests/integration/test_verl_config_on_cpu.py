@@ -133,6 +133,19 @@ def test_disabling_hands_the_rollout_back_to_verl():
     assert cfg.trainer.v1.sampler.custom_sampler.path is None
 
 
+@pytest.mark.parametrize("enable", ["true", "false"])
+def test_the_former_forwarding_paths_still_mean_this_package(enable):
+    """A saved config or a script may name the forwarding modules the package once had; they are gone, so the
+    paths are pointed at the real modules (or cleared, with the rollout off), not refused as someone else's."""
+    cfg = load(f"reinforce_ada.enable={enable}", "algorithm.adv_estimator=grpo",
+               "actor_rollout_ref.rollout.agent.agent_loop_manager_class=reinforce_ada.agent_loop.AdaptiveAgentLoopManager",
+               "trainer.v1.sampler.custom_sampler.path=pkg://reinforce_ada.replay_buffer")
+    prepare_config(cfg)
+    expected = (MANAGER_CLASS, SAMPLER_PATH) if enable == "true" else (None, None)
+    assert (cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class,
+            cfg.trainer.v1.sampler.custom_sampler.path) == expected
+
+
 def test_disabled_config_makes_the_manager_class_build_verls_own(monkeypatch):
     from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 
