@@ -8,7 +8,8 @@ report errors with the field's name, so every message says which key to change.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -18,6 +19,9 @@ SELECTIONS = ("first", "random")
 PROMPT_WEIGHTS = ("auto", "none", "inverse", "inverse_sqrt")
 CORRECTIONS = ("none", "stratified")
 MODES = ("rounds", "async")
+# Former key names, still accepted (:func:`rename_former_keys`): `seed` said nothing of what it seeds, next to
+# `sampling_seed`.
+RENAMED_KEYS = {"seed": "selection_seed"}
 
 
 class ConfigError(ValueError):
@@ -52,7 +56,7 @@ class SamplerConfig:
             samples (the reference) or ``"drop"`` it from the update batch.
         selection: Which samples form the group: ``"first"`` generated on each side (the
             reference) or a seeded ``"random"`` choice.
-        seed: Seed of the ``random`` selection.
+        selection_seed: Seed of the ``random`` selection (formerly ``seed``).
         prompt_weight: Multiplies each prompt's advantages by w(p), p the pool's mean
             reward: ``"none"`` (1), ``"inverse"`` (1 / max(p, eps)) or ``"inverse_sqrt"``
             (1 / sqrt(max(p, eps))), the v3 paper's log-objective correction. ``"auto"``: the
@@ -103,7 +107,7 @@ class SamplerConfig:
     # Groups and advantage: what is trained on
     unresolved: str = "keep"
     selection: str = "first"
-    seed: int = 0
+    selection_seed: int = 0
     prompt_weight: str = "auto"
     prompt_weight_eps: float = 0.01
     downsample_correction: str = "none"
@@ -134,7 +138,7 @@ class SamplerConfig:
         _check_choice(self, "prompt_weight", PROMPT_WEIGHTS)
         _check_choice(self, "mode", MODES)
         _check_choice(self, "downsample_correction", CORRECTIONS)
-        _check_int(self, "seed", minimum=None)
+        _check_int(self, "selection_seed", minimum=None)
         if self.sampling_seed is not None:
             _check_int(self, "sampling_seed", minimum=0)
         if self.sample_budget is not None:
@@ -243,12 +247,15 @@ class SamplerConfig:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], *, prefix: str = "") -> SamplerConfig:
-        """Builds a config from a dict, rejecting unknown keys.
+        """Builds a config from a dict, rejecting unknown keys; a former key name is accepted, with a printed note.
 
         Args:
             values: Field name to value; missing fields keep their defaults.
             prefix: Prepended to field names in error messages (e.g. ``"reinforce_ada."``).
         """
+        values = dict(values)
+        for note in rename_former_keys(values, prefix):
+            print(f"[reinforce_ada] {note}", file=sys.stderr)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -257,6 +264,42 @@ class SamplerConfig:
             return cls(**dict(values))
         except ConfigError as err:
             raise ConfigError(f"{prefix}{err}") from None
+
+
+def rename_former_keys(values: MutableMapping[str, Any], prefix: str = "") -> list[str]:
+    """Moves each value set under a former key name (:data:`RENAMED_KEYS`) to its current name, in place.
+
+    A former key left unset (None, as the YAML declares it) is only removed. The current key counts as set when it
+    differs from its default: the YAML always holds it, so a value equal to the default cannot be told from none.
+
+    Args:
+        values: Key to value, e.g. the ``reinforce_ada`` section (a mutable one: a verl config under ``open_dict``).
+        prefix: Prepended to key names in messages (e.g. ``"reinforce_ada."``).
+
+    Returns:
+        One note per value moved, naming the current key.
+
+    Raises:
+        ConfigError: If both names are set, to different values.
+    """
+    defaults = {f.name: f.default for f in fields(SamplerConfig)}
+    notes = []
+    for former, current in RENAMED_KEYS.items():
+        if former not in values:
+            continue
+        value = values[former]
+        del values[former]
+        if value is None:
+            continue
+        given = values.get(current, defaults[current])
+        if given != defaults[current] and given != value:
+            raise ConfigError(
+                f"{prefix}{former}: the former name of {prefix}{current}, but the two are set to different values "
+                f"({value!r} and {given!r}); set {prefix}{current} only"
+            )
+        values[current] = value
+        notes.append(f"{prefix}{former} is now called {prefix}{current}; using {prefix}{current}={value!r}")
+    return notes
 
 
 def _check_int(cfg: SamplerConfig, name: str, minimum: int | None) -> None:

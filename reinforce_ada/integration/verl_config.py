@@ -7,11 +7,12 @@ used). It is idempotent. Every error names the config key to change.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from reinforce_ada.core.config import ConfigError, SamplerConfig
+from reinforce_ada.core.config import ConfigError, SamplerConfig, rename_former_keys
 
 # the public class path (reinforce_ada.integration.checkpoint itself imports verl, which this module must not)
 CALLBACK_CLASS = "reinforce_ada.checkpoint.TrackerCheckpointCallback"
@@ -53,6 +54,7 @@ def prepare_config(config: DictConfig) -> SamplerConfig | None:
         ConfigError: On an invalid setting or combination, naming the key.
     """
     _map_reference_keys(config)
+    _rename_former_keys(config)
     section = config.get(SECTION) or {}
     enabled = bool(section.get("enable", False))
     estimator = config.algorithm.adv_estimator
@@ -88,6 +90,17 @@ def sampler_config(config: DictConfig) -> SamplerConfig:
         if message.startswith(f"{SECTION}.n:"):  # n is verl's key, not ours
             message = "actor_rollout_ref.rollout.n:" + message[len(f"{SECTION}.n:") :]
         raise ConfigError(message) from None
+
+
+def _rename_former_keys(config: DictConfig) -> None:
+    """Moves a former key's value to its current key in the config itself, so that the note is printed once (on
+    the driver) and the manager, which prepares the same config again, finds nothing left to move."""
+    section = config.get(SECTION)
+    if section is None:
+        return
+    with open_dict(section):
+        for note in rename_former_keys(section, prefix=f"{SECTION}."):
+            print(f"[reinforce_ada] {note}", file=sys.stderr)
 
 
 def _map_reference_keys(config: DictConfig) -> None:

@@ -51,3 +51,18 @@ def test_from_mapping_prefixes_field_and_rejects_unknown_keys():
         SamplerConfig.from_mapping({"round_size": 0}, prefix="reinforce_ada.")
     with pytest.raises(ConfigError, match=r"^reinforce_ada\.rounds: unknown setting"):
         SamplerConfig.from_mapping({"rounds": 3}, prefix="reinforce_ada.")
+
+
+def test_the_former_name_of_selection_seed_is_accepted_with_one_note(capsys):
+    config = SamplerConfig.from_mapping({"selection": "random", "seed": 5}, prefix="reinforce_ada.")
+    assert config.selection_seed == 5
+    (note,) = capsys.readouterr().err.splitlines()
+    assert "reinforce_ada.seed" in note and "reinforce_ada.selection_seed=5" in note
+    assert SamplerConfig.from_mapping({"seed": None}).selection_seed == 0  # declared in the YAML, unset: no note
+    assert SamplerConfig.from_mapping({"seed": 5, "selection_seed": 5}).selection_seed == 5
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_former_and_the_current_name_with_different_values_are_refused():
+    with pytest.raises(ConfigError, match=r"^reinforce_ada\.seed: the former name of reinforce_ada\.selection_seed"):
+        SamplerConfig.from_mapping({"seed": 5, "selection_seed": 6}, prefix="reinforce_ada.")

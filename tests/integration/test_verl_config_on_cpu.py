@@ -133,6 +133,17 @@ def test_disabling_hands_the_rollout_back_to_verl():
     assert cfg.trainer.v1.sampler.custom_sampler.path is None
 
 
+def test_the_former_seed_key_moves_to_selection_seed_with_one_note(capsys):
+    cfg = load("reinforce_ada.selection=random", "reinforce_ada.seed=5")
+    assert prepare_config(cfg).selection_seed == 5
+    assert prepare_config(cfg).selection_seed == 5  # the manager prepares the same config again: no second note
+    notes = [line for line in capsys.readouterr().err.splitlines() if "reinforce_ada.seed" in line]
+    assert len(notes) == 1 and "reinforce_ada.selection_seed=5" in notes[0]
+    assert "seed" not in cfg.reinforce_ada and cfg.reinforce_ada.selection_seed == 5
+    with pytest.raises(ConfigError, match=r"^reinforce_ada\.seed:"):
+        prepare_config(load("reinforce_ada.seed=5", "reinforce_ada.selection_seed=6"))
+
+
 @pytest.mark.parametrize("enable", ["true", "false"])
 def test_the_former_forwarding_paths_still_mean_this_package(enable):
     """A saved config or a script may name the forwarding modules the package once had; they are gone, so the
