@@ -1,8 +1,9 @@
-"""Settings of the Reinforce-Ada sampler: what to draw, when to stop, what to keep.
+"""Settings of the ``reinforce_ada`` section: the sampler's (what to draw, when to stop, what to keep) and the run's.
 
 Pure Python: no verl, Ray or vLLM. The verl glue builds a :class:`SamplerConfig` from the
-``reinforce_ada`` section of the Hydra config; the replay tool builds one from JSON. Both
-report errors with the field's name, so every message says which key to change.
+``reinforce_ada`` section of the Hydra config; the replay tool builds one from JSON. The keys read
+without the sampler's settings (by the platform before Ray starts, by every rollout worker) go
+through :class:`RunConfig`. Errors carry the field's name, so every message says which key to change.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+SECTION = "reinforce_ada"
 VARIANTS = ("balance", "pos", "est")
 UNRESOLVED_POLICIES = ("keep", "drop")
 SELECTIONS = ("first", "random")
 PROMPT_WEIGHTS = ("auto", "none", "inverse", "inverse_sqrt")
 CORRECTIONS = ("none", "stratified")
 MODES = ("rounds", "async")
+LOOPBACK_MODES = ("auto", "off")
 # Former key names, still accepted (:func:`rename_former_keys`): `seed` said nothing of what it seeds, next to
 # `sampling_seed`.
 RENAMED_KEYS = {"seed": "selection_seed"}
@@ -266,6 +269,46 @@ class SamplerConfig:
             raise ConfigError(f"{prefix}{err}") from None
 
 
+@dataclass(frozen=True)
+class RunConfig:
+    """The keys of the ``reinforce_ada`` section that are read on their own, without the sampler's settings: by the
+    glue before it builds those, by the platform before Ray starts (CPU settings, loopback) and by each rollout
+    worker (the seeds). :meth:`from_config` is the one way they are read, so each is checked, with its key named,
+    wherever it is read; the glue reads them first, on the driver, before Ray starts.
+
+    ``sampling_seed`` is a :class:`SamplerConfig` field too, where the managers read it; it is checked alike.
+    """
+
+    enable: bool = True
+    loopback: str = "auto"
+    sampling_seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enable, bool):
+            raise ConfigError(f"enable: must be true or false, got {self.enable!r}")
+        _check_choice(self, "loopback", LOOPBACK_MODES)
+        if self.sampling_seed is not None:
+            _check_int(self, "sampling_seed", minimum=0)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None) -> RunConfig:
+        """The run settings of a whole config (a verl ``DictConfig`` or any mapping) that may hold the section.
+
+        A config without the section, or a section without ``enable`` (one not from the config group: verl's own
+        config with ``+reinforce_ada.*`` keys), leaves the adaptive rollout off.
+
+        Raises:
+            ConfigError: On a bad value, naming ``reinforce_ada.<key>``.
+        """
+        section = (config or {}).get(SECTION) or {}
+        values = {f.name: section[f.name] for f in fields(cls) if f.name in section}
+        values.setdefault("enable", False)
+        try:
+            return cls(**values)
+        except ConfigError as err:
+            raise ConfigError(f"{SECTION}.{err}") from None
+
+
 def rename_former_keys(values: MutableMapping[str, Any], prefix: str = "") -> list[str]:
     """Moves each value set under a former key name (:data:`RENAMED_KEYS`) to its current name, in place.
 
@@ -302,7 +345,7 @@ def rename_former_keys(values: MutableMapping[str, Any], prefix: str = "") -> li
     return notes
 
 
-def _check_int(cfg: SamplerConfig, name: str, minimum: int | None) -> None:
+def _check_int(cfg: object, name: str, minimum: int | None) -> None:
     value = getattr(cfg, name)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name}: must be an integer, got {value!r}")
@@ -324,7 +367,7 @@ def _check_number(
         raise ConfigError(f"{name}: must be in {interval}, got {value!r}")
 
 
-def _check_choice(cfg: SamplerConfig, name: str, allowed: tuple[str, ...]) -> None:
+def _check_choice(cfg: object, name: str, allowed: tuple[str, ...]) -> None:
     value = getattr(cfg, name)
     if value not in allowed:
         raise ConfigError(f"{name}: must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")

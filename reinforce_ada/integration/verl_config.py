@@ -8,16 +8,16 @@ used). It is idempotent. Every error names the config key to change.
 from __future__ import annotations
 
 import sys
+from dataclasses import fields
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from reinforce_ada.core.config import ConfigError, SamplerConfig, rename_former_keys
+from reinforce_ada.core.config import SECTION, ConfigError, RunConfig, SamplerConfig, rename_former_keys
 
 # the public class path (reinforce_ada.integration.checkpoint itself imports verl, which this module must not)
 CALLBACK_CLASS = "reinforce_ada.checkpoint.TrackerCheckpointCallback"
 
-SECTION = "reinforce_ada"
 # Only this package writes these two paths into verl's config, so they name the modules themselves.
 MANAGER_CLASS = "reinforce_ada.integration.agent_loop.AdaptiveAgentLoopManager"
 SAMPLER_PATH = "pkg://reinforce_ada.integration.replay_buffer"
@@ -55,8 +55,8 @@ def prepare_config(config: DictConfig) -> SamplerConfig | None:
     """
     _map_reference_keys(config)
     _rename_former_keys(config)
-    section = config.get(SECTION) or {}
-    enabled = bool(section.get("enable", False))
+    # checked even with the rollout off: the platform and the workers read these keys on their own
+    enabled = RunConfig.from_config(config).enable
     estimator = config.algorithm.adv_estimator
     if estimator == "reinforce_ada" and not enabled:
         raise ConfigError(
@@ -80,8 +80,8 @@ def prepare_config(config: DictConfig) -> SamplerConfig | None:
 def sampler_config(config: DictConfig) -> SamplerConfig:
     """The :class:`SamplerConfig` of the ``reinforce_ada`` section, n from ``rollout.n``."""
     values: dict[str, Any] = {k: v for k, v in OmegaConf.to_container(config[SECTION], resolve=True).items()}
-    values.pop("enable", None)
-    values.pop("loopback", None)  # where the run listens: reinforce_ada.platform.loopback reads it
+    for name in {f.name for f in fields(RunConfig)} - {f.name for f in fields(SamplerConfig)}:
+        values.pop(name, None)  # the run's alone (RunConfig)
     values["n"] = config.actor_rollout_ref.rollout.n
     try:
         return SamplerConfig.from_mapping(values, prefix=f"{SECTION}.")

@@ -72,6 +72,12 @@ def test_disabled_section_gives_plain_verl():
           "reinforce_ada.max_rounds=8"], "transfer_queue.backend.SimpleStorage.total_storage_size:"),
         (["actor_rollout_ref.rollout.agent.agent_loop_manager_class=my.Manager"],
          "actor_rollout_ref.rollout.agent.agent_loop_manager_class:"),
+        (["reinforce_ada.enable=maybe"], "reinforce_ada.enable:"),
+        # read on their own by the platform and the workers, so checked even with the rollout off
+        (["reinforce_ada.enable=false", "algorithm.adv_estimator=grpo", "reinforce_ada.loopback=on"],
+         "reinforce_ada.loopback:"),
+        (["reinforce_ada.enable=false", "algorithm.adv_estimator=grpo", "reinforce_ada.sampling_seed=-1"],
+         "reinforce_ada.sampling_seed:"),
     ],
 )
 def test_invalid_combinations_name_the_key(overrides, key):
