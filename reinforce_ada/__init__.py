@@ -9,8 +9,9 @@ The layers, each a subpackage:
 * ``tasks``: the math reward, data preparation and evaluation;
 * ``demo`` and ``tools``: the CPU demo, the replay simulator, the tiny and SmolLM2 models.
 
-The modules at this level (``main_ppo``, ``agent_loop``, ``checkpoint``, ``replay_buffer``,
-``reward``) are the paths users' commands and verl configs name; each forwards to its layer.
+The modules at this level (``main_ppo``, ``checkpoint``, ``reward``) are the paths users type, in
+commands and verl configs; each forwards to its layer. The paths the package writes into verl's
+config itself (the rollout manager, the replay buffer) name the modules in ``integration``.
 This namespace re-exports the core's main types.
 """
 

@@ -19,7 +19,7 @@ def sampler_configs(
         variants: Exit rules to draw from (``est`` gets its own valid settings).
         n, round_size, rounds: Inclusive ranges of n, M and R.
         caps: Also draw ``max_samples_per_prompt`` (None or at least n).
-        selections: Also draw ``selection`` and ``seed``.
+        selections: Also draw ``selection`` and ``selection_seed``.
         budgets: Also draw ``sample_budget`` in [1, 5] and ``mode``.
         min_samples: Est's ``min_samples_per_prompt``, capped at n (None: the default).
     """
@@ -37,7 +37,7 @@ def sampler_configs(
         values["unresolved"] = draw(st.sampled_from(["keep", "drop"]))
         if selections:
             values["selection"] = draw(st.sampled_from(["first", "random"]))
-            values["seed"] = draw(st.integers(0, 3))
+            values["selection_seed"] = draw(st.integers(0, 3))
     if budgets:
         values["sample_budget"] = draw(st.floats(1.0, 5.0))
         values["mode"] = draw(st.sampled_from(["rounds", "async"]))

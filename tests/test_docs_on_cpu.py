@@ -12,7 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from reinforce_ada.core.config import SamplerConfig
+from reinforce_ada.core.config import RENAMED_KEYS, SamplerConfig
+from reinforce_ada.tools import config_docs
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
@@ -20,32 +21,20 @@ DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [ROOT / "README.md", *DOCS, ROOT / "benchmarks" / "RESULTS.md", *sorted((ROOT / "studies").rglob("*.md"))]
 
 
-def configuration_table() -> dict[str, str]:
-    """``{key: default cell}`` of the reinforce_ada rows of docs/configuration.md, backticks removed."""
-    text = (ROOT / "docs" / "configuration.md").read_text()
-    rows = re.findall(r"^\| `reinforce_ada\.(\w+)` \| ([^|]+) \|", text, re.M)
-    return {key: cell.strip().replace("`", "") for key, cell in rows}
+def test_the_yaml_comments_and_the_docs_tables_are_written_from_the_field_docs():
+    """The fields' docs in reinforce_ada/core/config.py are the one source of what each key says."""
+    assert config_docs.stale() == [], "run `python -m reinforce_ada.tools.config_docs --write`"
 
 
-def yaml_section() -> dict:
-    return yaml.safe_load((ROOT / "configs" / "reinforce_ada" / "common.yaml").read_text())["reinforce_ada"]
-
-
-def test_the_configuration_reference_the_yaml_and_the_sampler_config_agree():
-    table, section = configuration_table(), yaml_section()
-    fields = {f.name: f.default for f in dataclasses.fields(SamplerConfig) if f.name != "n"}  # n is rollout.n
-    outside = {"enable", "loopback"}  # read by the glue and the platform, not the sampler
-    assert set(table) == set(section) == set(fields) | outside, (
-        set(table) ^ set(section),
-        set(section) ^ (set(fields) | outside),
-    )
-    for key, value in section.items():
-        if key not in outside:
-            assert value == fields[key], f"{key}: the YAML says {value!r}, SamplerConfig {fields[key]!r}"
-        if value is None:
-            continue  # the table describes what null means (e.g. "n//2 (balance)")
-        shown = str(value).lower() if isinstance(value, bool) else str(value)
-        assert table[key] == shown, f"reinforce_ada.{key}: docs/configuration.md says {table[key]!r}, YAML {shown!r}"
+def test_the_yaml_section_holds_every_key_with_its_default_and_a_comment_above_each():
+    text = (ROOT / config_docs.COMMON).read_text()
+    section = yaml.safe_load(text)["reinforce_ada"]
+    defaults = {f.name: f.default for f in config_docs.section_fields()}
+    assert section == {**defaults, **dict.fromkeys(RENAMED_KEYS)}  # a former name is declared, unset
+    assert set(defaults) == {f.name for f in dataclasses.fields(SamplerConfig)} - {"n"} | {"enable", "loopback"}
+    lines = text.splitlines()
+    leaves = [i for i, line in enumerate(lines) if re.match(r"\s+\w+: \S", line)]
+    assert leaves and all(lines[i - 1].lstrip().startswith("# ") for i in leaves), "verl-style: a comment above each"
 
 
 def slug(heading: str) -> str:

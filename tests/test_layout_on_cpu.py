@@ -85,10 +85,7 @@ def test_no_module_imports_in_a_circle():
 
 
 PUBLIC_CLASSES = [
-    # actor_rollout_ref.rollout.agent.agent_loop_manager_class
-    ("reinforce_ada.agent_loop", "AdaptiveAgentLoopManager"),
     ("reinforce_ada.checkpoint", "TrackerCheckpointCallback"),  # trainer.checkpoint_callback_class
-    ("reinforce_ada.replay_buffer", "ReinforceAdaReplayBuffer"),  # trainer.v1.sampler.custom_sampler (pkg://)
     ("reinforce_ada.reward", "compute_score"),
 ]
 
@@ -101,11 +98,16 @@ def test_the_class_paths_configs_name_import(module, name):
 def test_the_paths_in_the_packaged_config_and_verls_loaders_resolve():
     from verl.utils.import_utils import load_class_from_fqn, load_extern_object
 
-    text = (ROOT / "configs" / "reinforce_ada.yaml").read_text()
+    from reinforce_ada.integration.verl_config import CALLBACK_CLASS, MANAGER_CLASS, SAMPLER_NAME, SAMPLER_PATH
+
+    text = (ROOT / "configs" / "reinforce_ada" / "common.yaml").read_text()
+    named = set(re.findall(r": ((?:pkg://)?reinforce_ada\.[\w.]+)$", text, re.M))
+    assert {MANAGER_CLASS, CALLBACK_CLASS, SAMPLER_PATH} <= named
     for fqn in re.findall(r"^\s+\w+: (reinforce_ada\.[\w.]+)$", text, re.M):
         assert isinstance(load_class_from_fqn(fqn), type), fqn
     for module in re.findall(r"path: pkg://([\w.]+)$", text, re.M):
         assert importlib.util.find_spec(module) is not None, module
+    assert isinstance(getattr(importlib.import_module(SAMPLER_PATH.removeprefix("pkg://")), SAMPLER_NAME), type)
     # reward.custom_reward_function.path names a file, which verl loads by path
     score = load_extern_object(str(PACKAGE / "reward.py"), "compute_score")
     assert score("x", "so \\boxed{2}", "2")["score"] == 1.0

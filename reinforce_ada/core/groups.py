@@ -28,7 +28,7 @@ def select_group(rewards: Sequence[float], config: SamplerConfig, prompt_key: st
         rewards: The pool's rewards, in generation order.
         config: Gives n, the correctness threshold and the selection rule.
         prompt_key: Identifies the prompt for the ``random`` selection, whose generator is
-            seeded with ``(config.seed, prompt_key)`` so the choice does not depend on the
+            seeded with ``(config.selection_seed, prompt_key)`` so the choice does not depend on the
             prompt's position in the batch.
 
     Returns:
@@ -50,7 +50,7 @@ def select_group(rewards: Sequence[float], config: SamplerConfig, prompt_key: st
     if config.selection == "first":
         kept = positives[:take_pos] + negatives[:take_neg]
     else:
-        rng = random.Random(f"{config.seed}:{prompt_key}")
+        rng = random.Random(f"{config.selection_seed}:{prompt_key}")
         kept = rng.sample(positives, take_pos) + rng.sample(negatives, take_neg)
     return sorted(kept)
 

@@ -28,7 +28,7 @@ import ray
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 from verl.utils import tensordict_utils as tu
 
-from reinforce_ada.core.config import SamplerConfig
+from reinforce_ada.core.config import RunConfig, SamplerConfig
 from reinforce_ada.core.seeding import sample_seed
 from reinforce_ada.core.skip import SkipRule
 from reinforce_ada.core.tracker import (
@@ -57,7 +57,6 @@ from reinforce_ada.integration.rollout import (
     publish_step,
     reward_name,
     run_sampling,
-    sampling_seed,
 )
 from reinforce_ada.integration.verl_config import storage_shortfall
 
@@ -79,7 +78,7 @@ class _AdaptiveAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
         self.llm_client = TurnSeededClient(self.llm_client)  # what verl hands each agent loop: seeds its turns
         self._records: dict[str, list[SampleRecord]] = {}  # uid -> records of its running request
         self._prompt_done: dict[str, asyncio.Future] = {}  # uid -> set when its request settles
-        self._sampling_seed = sampling_seed(config)
+        self._sampling_seed = RunConfig.from_config(config).sampling_seed
 
     async def _run_agent_loop(self, sampling_params, trajectory, *, agent_name, trace=True, **kwargs):
         offset = kwargs.pop(SESSION_OFFSET, None)

@@ -160,12 +160,6 @@ def check_streaming_reward(reward_loop_worker_handles) -> None:
         )
 
 
-def sampling_seed(config) -> int | None:
-    """``reinforce_ada.sampling_seed`` (None: unseeded)."""
-    seed = (config.get("reinforce_ada") or {}).get("sampling_seed")
-    return None if seed is None else int(seed)
-
-
 def reward_name(config) -> str:
     """The custom reward function as the user named it, for warnings."""
     custom = (config.get("reward") or {}).get("custom_reward_function") or {}

@@ -7,19 +7,25 @@ used). It is idempotent. Every error names the config key to change.
 
 from __future__ import annotations
 
+import sys
+from dataclasses import fields
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from reinforce_ada.core.config import ConfigError, SamplerConfig
+from reinforce_ada.core.config import SECTION, ConfigError, RunConfig, SamplerConfig, rename_former_keys
 
 # the public class path (reinforce_ada.integration.checkpoint itself imports verl, which this module must not)
 CALLBACK_CLASS = "reinforce_ada.checkpoint.TrackerCheckpointCallback"
 
-SECTION = "reinforce_ada"
-MANAGER_CLASS = "reinforce_ada.agent_loop.AdaptiveAgentLoopManager"
-SAMPLER_PATH = "pkg://reinforce_ada.replay_buffer"
+# Only this package writes these two paths into verl's config, so they name the modules themselves.
+MANAGER_CLASS = "reinforce_ada.integration.agent_loop.AdaptiveAgentLoopManager"
+SAMPLER_PATH = "pkg://reinforce_ada.integration.replay_buffer"
 SAMPLER_NAME = "ReinforceAdaReplayBuffer"
+# The paths of the forwarding modules these replaced: a saved config, or a script that spelled them out, still means
+# this package's manager and buffer, and is pointed at the real modules (the forwarding ones no longer exist).
+FORMER_MANAGER_CLASSES = ("reinforce_ada.agent_loop.AdaptiveAgentLoopManager",)
+FORMER_SAMPLER_PATHS = ("pkg://reinforce_ada.replay_buffer",)
 ESTIMATORS = ("reinforce_ada", "grpo")
 
 # The reference implementation (RLHFlow/Reinforce-Ada) kept its settings under `algorithm`.
@@ -48,8 +54,9 @@ def prepare_config(config: DictConfig) -> SamplerConfig | None:
         ConfigError: On an invalid setting or combination, naming the key.
     """
     _map_reference_keys(config)
-    section = config.get(SECTION) or {}
-    enabled = bool(section.get("enable", False))
+    _rename_former_keys(config)
+    # checked even with the rollout off: the platform and the workers read these keys on their own
+    enabled = RunConfig.from_config(config).enable
     estimator = config.algorithm.adv_estimator
     if estimator == "reinforce_ada" and not enabled:
         raise ConfigError(
@@ -73,8 +80,8 @@ def prepare_config(config: DictConfig) -> SamplerConfig | None:
 def sampler_config(config: DictConfig) -> SamplerConfig:
     """The :class:`SamplerConfig` of the ``reinforce_ada`` section, n from ``rollout.n``."""
     values: dict[str, Any] = {k: v for k, v in OmegaConf.to_container(config[SECTION], resolve=True).items()}
-    values.pop("enable", None)
-    values.pop("loopback", None)  # where the run listens: reinforce_ada.platform.loopback reads it
+    for name in {f.name for f in fields(RunConfig)} - {f.name for f in fields(SamplerConfig)}:
+        values.pop(name, None)  # the run's alone (RunConfig)
     values["n"] = config.actor_rollout_ref.rollout.n
     try:
         return SamplerConfig.from_mapping(values, prefix=f"{SECTION}.")
@@ -83,6 +90,17 @@ def sampler_config(config: DictConfig) -> SamplerConfig:
         if message.startswith(f"{SECTION}.n:"):  # n is verl's key, not ours
             message = "actor_rollout_ref.rollout.n:" + message[len(f"{SECTION}.n:") :]
         raise ConfigError(message) from None
+
+
+def _rename_former_keys(config: DictConfig) -> None:
+    """Moves a former key's value to its current key in the config itself, so that the note is printed once (on
+    the driver) and the manager, which prepares the same config again, finds nothing left to move."""
+    section = config.get(SECTION)
+    if section is None:
+        return
+    with open_dict(section):
+        for note in rename_former_keys(section, prefix=f"{SECTION}."):
+            print(f"[reinforce_ada] {note}", file=sys.stderr)
 
 
 def _map_reference_keys(config: DictConfig) -> None:
@@ -249,7 +267,7 @@ def _install_hooks(config: DictConfig, sampler: SamplerConfig) -> None:
     """Points verl's manager (both trainers), sampler and checkpoint-callback (V1) hooks at this package."""
     agent = config.actor_rollout_ref.rollout.agent
     current = agent.get("agent_loop_manager_class")
-    if current not in (None, MANAGER_CLASS):
+    if current not in (None, MANAGER_CLASS, *FORMER_MANAGER_CLASSES):
         raise ConfigError(
             f"actor_rollout_ref.rollout.agent.agent_loop_manager_class: the adaptive rollout needs {MANAGER_CLASS}, "
             f"got {current!r}"
@@ -258,7 +276,7 @@ def _install_hooks(config: DictConfig, sampler: SamplerConfig) -> None:
         agent.agent_loop_manager_class = MANAGER_CLASS
         if config.trainer.get("use_v1", True):
             custom = config.trainer.v1.sampler.custom_sampler
-            if custom.get("path") not in (None, SAMPLER_PATH):
+            if custom.get("path") not in (None, SAMPLER_PATH, *FORMER_SAMPLER_PATHS):
                 raise ConfigError(
                     f"trainer.v1.sampler.custom_sampler.path: the adaptive rollout reports its metrics through "
                     f"{SAMPLER_PATH}:{SAMPLER_NAME}, got {custom.get('path')!r}"
@@ -292,10 +310,10 @@ def _remove_hooks(config: DictConfig) -> None:
     """With the adaptive rollout off, verl's own manager and replay buffer do the work."""
     agent = config.actor_rollout_ref.rollout.agent
     with open_dict(config):
-        if agent.get("agent_loop_manager_class") == MANAGER_CLASS:
+        if agent.get("agent_loop_manager_class") in (MANAGER_CLASS, *FORMER_MANAGER_CLASSES):
             agent.agent_loop_manager_class = None
         custom = config.trainer.v1.sampler.custom_sampler
-        if custom.get("path") == SAMPLER_PATH:
+        if custom.get("path") in (SAMPLER_PATH, *FORMER_SAMPLER_PATHS):
             custom.path = custom.name = None
         if config.trainer.get("checkpoint_callback_class") == CALLBACK_CLASS:
             config.trainer.checkpoint_callback_class = None

@@ -46,6 +46,8 @@ import types
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from reinforce_ada.core.config import ConfigError, RunConfig
+
 PLATFORM = "cpu"
 # vLLM-CPU's KV blocks hold 128 tokens unless told otherwise, and prefix caching reuses whole blocks only: a prompt
 # shorter than a block is computed again for each response drawn from it. 32 is the smallest block its attention
@@ -92,8 +94,6 @@ def check_platform(config: DictConfig) -> None:
     """
     device = config.trainer.get("device")
     if enabled() and device != PLATFORM and _cuda_devices() > 0:
-        from reinforce_ada.core.config import ConfigError
-
         raise ConfigError(
             f"trainer.device: VERL_PLATFORM=cpu is set in the environment, but trainer.device is {device!r} and "
             f"this machine has {_cuda_devices()} CUDA device(s): every worker would run on the CPU with gloo; unset "
@@ -140,7 +140,7 @@ def prepare_config(config: DictConfig) -> list[str]:
     require("actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend", "uni")
     if _select(config, "actor_rollout_ref.rollout.engine_kwargs.vllm").get("block_size") is None:  # unset or null
         require("actor_rollout_ref.rollout.engine_kwargs.vllm.block_size", VLLM_BLOCK_SIZE)
-    if (config.get("reinforce_ada") or {}).get("sampling_seed") is not None:
+    if RunConfig.from_config(config).sampling_seed is not None:
         # a seeded request's sampler is rewound after a partial prefill, which vLLM-CPU's generator cannot do
         require("actor_rollout_ref.rollout.enable_chunked_prefill", False)
     from reinforce_ada.platform.loopback import starts_local_ray
@@ -154,8 +154,6 @@ def prepare_config(config: DictConfig) -> list[str]:
         # none of them is used, and each costs a Python start-up on the CPU that the run's own start-ups wait for
         os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
     if config.actor_rollout_ref.rollout.name != "vllm":
-        from reinforce_ada.core.config import ConfigError
-
         raise ConfigError(
             f"actor_rollout_ref.rollout.name: on CPU the rollout is vLLM-CPU ('vllm'), got "
             f"{config.actor_rollout_ref.rollout.name!r}"

@@ -33,6 +33,8 @@ from datetime import timedelta
 
 from omegaconf import DictConfig, open_dict
 
+from reinforce_ada.core.config import RunConfig
+
 LOOPBACK = "127.0.0.1"
 ENV_FLAG = "REINFORCE_ADA_LOOPBACK"
 # gloo's and NCCL's bootstrap listeners pick an interface by name; vLLM's multi-node paths read its host IP
@@ -41,9 +43,6 @@ LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo", "VLLM_HO
 
 def enabled() -> bool:
     return os.environ.get(ENV_FLAG) == "1"
-
-
-MODES = ("auto", "off")
 
 
 def starts_local_ray(config: DictConfig) -> bool:
@@ -65,12 +64,7 @@ def mode(config: DictConfig) -> str:
     Raises:
         ConfigError: On another value, naming the key.
     """
-    value = str((config.get("reinforce_ada") or {}).get("loopback", "auto"))
-    if value not in MODES:
-        from reinforce_ada.core.config import ConfigError
-
-        raise ConfigError(f"reinforce_ada.loopback: must be one of {', '.join(MODES)}, got {value!r}")
-    return value
+    return RunConfig.from_config(config).loopback
 
 
 def bind_to_loopback(config: DictConfig) -> bool:

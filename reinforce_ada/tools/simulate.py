@@ -9,7 +9,7 @@ Two sources of rewards:
        "unresolved": "keep", "selection": "first",
        "prompts": [{"id": "p0", "rewards": [0, 1, 0, ...]}, ...]}
 
-  Any other sampler setting (``k_pos``, ``k_neg``, ``seed``, ``max_samples_per_prompt``,
+  Any other sampler setting (``k_pos``, ``k_neg``, ``selection_seed``, ``max_samples_per_prompt``,
   ``prompt_weight``, ``prompt_weight_eps``) and ``norm_adv_by_std_in_grpo`` may be given too.
 * ``--pass-rates 0.1,0.5,...`` or ``--beta A B --num-prompts K``: Bernoulli 1/0 rewards from
   those pass rates (or from pass rates drawn from Beta(A, B)), seeded by ``--seed``.
@@ -185,7 +185,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--norm-adv-by-std", action="store_true", help="divide advantages by the pool std")
     defaults = SamplerConfig()
     for f in fields(SamplerConfig):
-        if f.name == "seed":  # --seed above seeds both the rewards and the random selection
+        if f.name == "selection_seed":  # --seed above seeds both the rewards and the random selection
             continue
         flag = "--" + f.name.replace("_", "-")
         default = getattr(defaults, f.name)
@@ -227,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             draw = _replay_source(rewards)
         else:
-            config, norm_by_std = _config({**overrides, "seed": args.seed}), args.norm_adv_by_std
+            config, norm_by_std = _config({**overrides, "selection_seed": args.seed}), args.norm_adv_by_std
             pass_rates = _pass_rates(args)
             ids = [f"p{i}" for i in range(len(pass_rates))]
             draw = _bernoulli_source(pass_rates, args.seed)

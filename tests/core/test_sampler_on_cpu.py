@@ -108,9 +108,9 @@ def test_first_selection_takes_the_earliest_samples_on_each_side():
 
 def test_random_selection_depends_on_seed_and_prompt_not_order():
     rewards = [1.0] * 16 + [0.0] * 16
-    groups = {tuple(select_group(rewards, SamplerConfig(selection="random", seed=s), "p")) for s in range(20)}
+    groups = {tuple(select_group(rewards, SamplerConfig(selection="random", selection_seed=s), "p")) for s in range(20)}
     assert len(groups) > 1
-    cfg = SamplerConfig(selection="random", seed=7)
+    cfg = SamplerConfig(selection="random", selection_seed=7)
     assert select_group(rewards, cfg, "p") == select_group(rewards, cfg, "p")
     kept = select_group(rewards, cfg, "p")
     assert sum(rewards[i] for i in kept) == 2

@@ -72,6 +72,12 @@ def test_disabled_section_gives_plain_verl():
           "reinforce_ada.max_rounds=8"], "transfer_queue.backend.SimpleStorage.total_storage_size:"),
         (["actor_rollout_ref.rollout.agent.agent_loop_manager_class=my.Manager"],
          "actor_rollout_ref.rollout.agent.agent_loop_manager_class:"),
+        (["reinforce_ada.enable=maybe"], "reinforce_ada.enable:"),
+        # read on their own by the platform and the workers, so checked even with the rollout off
+        (["reinforce_ada.enable=false", "algorithm.adv_estimator=grpo", "reinforce_ada.loopback=on"],
+         "reinforce_ada.loopback:"),
+        (["reinforce_ada.enable=false", "algorithm.adv_estimator=grpo", "reinforce_ada.sampling_seed=-1"],
+         "reinforce_ada.sampling_seed:"),
     ],
 )
 def test_invalid_combinations_name_the_key(overrides, key):
@@ -131,6 +137,30 @@ def test_disabling_hands_the_rollout_back_to_verl():
     prepare_config(cfg)
     assert cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class is None
     assert cfg.trainer.v1.sampler.custom_sampler.path is None
+
+
+def test_the_former_seed_key_moves_to_selection_seed_with_one_note(capsys):
+    cfg = load("reinforce_ada.selection=random", "reinforce_ada.seed=5")
+    assert prepare_config(cfg).selection_seed == 5
+    assert prepare_config(cfg).selection_seed == 5  # the manager prepares the same config again: no second note
+    notes = [line for line in capsys.readouterr().err.splitlines() if "reinforce_ada.seed" in line]
+    assert len(notes) == 1 and "reinforce_ada.selection_seed=5" in notes[0]
+    assert "seed" not in cfg.reinforce_ada and cfg.reinforce_ada.selection_seed == 5
+    with pytest.raises(ConfigError, match=r"^reinforce_ada\.seed:"):
+        prepare_config(load("reinforce_ada.seed=5", "reinforce_ada.selection_seed=6"))
+
+
+@pytest.mark.parametrize("enable", ["true", "false"])
+def test_the_former_forwarding_paths_still_mean_this_package(enable):
+    """A saved config or a script may name the forwarding modules the package once had; they are gone, so the
+    paths are pointed at the real modules (or cleared, with the rollout off), not refused as someone else's."""
+    cfg = load(f"reinforce_ada.enable={enable}", "algorithm.adv_estimator=grpo",
+               "actor_rollout_ref.rollout.agent.agent_loop_manager_class=reinforce_ada.agent_loop.AdaptiveAgentLoopManager",
+               "trainer.v1.sampler.custom_sampler.path=pkg://reinforce_ada.replay_buffer")
+    prepare_config(cfg)
+    expected = (MANAGER_CLASS, SAMPLER_PATH) if enable == "true" else (None, None)
+    assert (cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class,
+            cfg.trainer.v1.sampler.custom_sampler.path) == expected
 
 
 def test_disabled_config_makes_the_manager_class_build_verls_own(monkeypatch):

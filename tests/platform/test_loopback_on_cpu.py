@@ -96,7 +96,7 @@ def test_a_node_address_the_user_set_is_kept(clean_env, capsys):
 def test_an_unknown_loopback_mode_names_the_key(clean_env):
     from reinforce_ada.core.config import ConfigError
 
-    with pytest.raises(ConfigError, match="reinforce_ada.loopback: must be one of auto, off, got 'on'"):
+    with pytest.raises(ConfigError, match="reinforce_ada.loopback: must be one of 'auto', 'off', got 'on'"):
         loopback.bind_to_loopback(load("reinforce_ada.loopback=on"))
     from reinforce_ada.integration.verl_config import prepare_config
 
