@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Reinforce-Ada-Seq with the paper's settings (Qwen2.5-Math-1.5B, 8 GPUs, 512 prompts per step,
-# n=4 kept, M=8 per round, R=4 rounds, threshold 0.7, no std division, clip 0.2/0.28, lr 1e-6),
+# n=4 kept, M=8 per round, R=4 rounds, threshold 0.7, no std division, clip 0.2/0.28, lr 1e-6, verl's
+# gradient clipping at 1.0; with model_engine=megatron appended it composes for Megatron too),
 # scored by the paper's reward (math-verify on the last \boxed{}: 1 or 0) and validated as the
 # paper's code did (greedy, one response per question; Avg@k evaluation is scripts/eval.sh).
 #
@@ -9,7 +10,7 @@
 # Environment (defaults in brackets):
 #   VARIANT      [balance] or pos
 #   MODEL        [Qwen/Qwen2.5-Math-1.5B]
-#   TRAIN_FILES  [data/openr1/train.parquet]   VAL_FILES [data/openr1/test.parquet]
+#   TRAIN_FILES  [data/openr1/train.parquet]   VAL_FILES [data/openr1/test.parquet]   (made absolute)
 #   REWARD_FILE  [pkg://reinforce_ada.reward: the package's math-verify reward] a file of your own
 #                (its function: REWARD_FN [compute_score]), or `verl` for verl's default scorer,
 #                which picks one by each row's data_source (for "math", -1/+1 rewards)
@@ -28,8 +29,14 @@ if [[ "$REWARD_FILE" != verl ]]; then
   reward=(reward.custom_reward_function.path="$REWARD_FILE" reward.custom_reward_function.name="${REWARD_FN:-compute_score}")
 fi
 
-CKPT_DIR=${CKPT_DIR:-outputs/$EXPERIMENT}
-[[ "$CKPT_DIR" == /* || "$CKPT_DIR" == *://* ]] || CKPT_DIR=$PWD/$CKPT_DIR  # Ray's workers do not run in this directory
+# Ray's workers (and a `ray job submit` driver) do not run in this directory: paths are made absolute here.
+absolute() { if [[ "$1" == /* || "$1" == *://* ]]; then echo "$1"; else echo "$PWD/$1"; fi; }
+CKPT_DIR=$(absolute "${CKPT_DIR:-outputs/$EXPERIMENT}")
+TRAIN_FILES=$(absolute "${TRAIN_FILES:-data/openr1/train.parquet}")
+VAL_FILES=$(absolute "${VAL_FILES:-data/openr1/test.parquet}")
+# `python -m` puts this directory first on the module path: in a clone with a regular (not editable) install,
+# the clone's reinforce_ada/ folder, which holds no configs, would hide the installed package (Python >= 3.11).
+export PYTHONSAFEPATH=1
 
 if [[ -z "${LOGGER:-}" ]]; then
   if [[ -n "${WANDB_API_KEY:-}" || -n "${WANDB_MODE:-}" ]] || grep -qs "api.wandb.ai" "$HOME/.netrc"; then
@@ -45,7 +52,7 @@ exec python -m reinforce_ada.main_ppo \
   reinforce_ada.variant="$VARIANT" reinforce_ada.round_size=8 reinforce_ada.max_rounds=4 reinforce_ada.threshold=0.7 \
   algorithm.adv_estimator=reinforce_ada algorithm.norm_adv_by_std_in_grpo=false \
   algorithm.use_kl_in_reward=false actor_rollout_ref.actor.use_kl_loss=false \
-  data.train_files="${TRAIN_FILES:-data/openr1/train.parquet}" data.val_files="${VAL_FILES:-data/openr1/test.parquet}" \
+  data.train_files="$TRAIN_FILES" data.val_files="$VAL_FILES" \
   data.prompt_key=prompt data.truncation=left data.max_prompt_length=1024 data.max_response_length=2048 \
   data.train_batch_size=512 \
   actor_rollout_ref.model.path="${MODEL:-Qwen/Qwen2.5-Math-1.5B}" \
@@ -55,7 +62,7 @@ exec python -m reinforce_ada.main_ppo \
   actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=6144 \
   actor_rollout_ref.actor.clip_ratio_low=0.2 actor_rollout_ref.actor.clip_ratio_high=0.28 \
   actor_rollout_ref.actor.clip_ratio_c=10.0 actor_rollout_ref.actor.loss_agg_mode=token-mean \
-  actor_rollout_ref.actor.entropy_coeff=0 actor_rollout_ref.actor.grad_clip=1.0 \
+  actor_rollout_ref.actor.entropy_coeff=0 \
   actor_rollout_ref.ref.log_prob_use_dynamic_bsz=true actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=9216 \
   actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.temperature=1.0 \
   actor_rollout_ref.rollout.gpu_memory_utilization=0.8 actor_rollout_ref.rollout.tensor_model_parallel_size=1 \

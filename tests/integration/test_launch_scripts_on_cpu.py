@@ -103,6 +103,25 @@ def test_a_relative_checkpoint_dir_is_made_absolute_and_a_users_absolute_one_kep
     assert shared.trainer.default_local_dir == "/shared/ckpt"
 
 
+def test_relative_data_paths_are_made_absolute(tmp_path):
+    config = compose_ours(launch(tmp_path, "run_reinforce_ada.sh", TRAIN_FILES="d/train.parquet")[0])
+    assert config.data.train_files == str(tmp_path / "d" / "train.parquet")
+    assert config.data.val_files == str(tmp_path / "data" / "openr1" / "test.parquet")
+
+
+def test_a_clones_package_folder_does_not_hide_the_installed_package(tmp_path):
+    """Started from a folder holding a `reinforce_ada/` package of its own (a clone's, without the configs that an
+    install brings), the script still runs the installed package."""
+    import sys
+
+    (tmp_path / "reinforce_ada").mkdir()
+    (tmp_path / "reinforce_ada" / "__init__.py").write_text('raise ImportError("the folder hid the package")\n')
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "run_reinforce_ada.sh"), "--help"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_several_nodes_refuse_a_relative_checkpoint_dir_before_ray_starts():
     config = compose_ours(["trainer.nnodes=2", "trainer.default_local_dir=outputs/run"])
     with pytest.raises(ConfigError, match=r"^trainer.default_local_dir: a run on 2 nodes needs an absolute path"):
