@@ -9,10 +9,11 @@ through :class:`RunConfig`. Errors carry the field's name, so every message says
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+from reinforce_ada.core.messages import say
 
 SECTION = "reinforce_ada"
 VARIANTS = ("balance", "pos", "est")
@@ -278,7 +279,7 @@ class SamplerConfig:
         """
         values = dict(values)
         for note in rename_former_keys(values, prefix):
-            print(f"[reinforce_ada] {note}", file=sys.stderr)
+            say(note)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:

@@ -25,6 +25,7 @@ Everything lands in ``--output`` (default ``outputs/demo``); each trainer's full
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -35,6 +36,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import reinforce_ada
+from reinforce_ada.core.messages import say
 from reinforce_ada.demo import task as demo_task
 from reinforce_ada.demo.config import DEFAULT_SIZE, METHODS, QUICK_SIZE, SAMPLING_SEED, DemoSize, demo_methods
 from reinforce_ada.demo.report import (
@@ -50,9 +52,7 @@ from reinforce_ada.demo.report import (
     write_csv,
 )
 
-
-def _say(message: str) -> None:
-    print(f"[demo] {message}", flush=True)
+_say = functools.partial(say, speaker="demo")
 
 
 # ------------------------------------------------------------------------------------------

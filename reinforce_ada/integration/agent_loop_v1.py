@@ -29,6 +29,7 @@ from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorke
 from verl.utils import tensordict_utils as tu
 
 from reinforce_ada.core.config import RunConfig, SamplerConfig
+from reinforce_ada.core.messages import say
 from reinforce_ada.core.seeding import sample_seed
 from reinforce_ada.core.skip import SkipRule
 from reinforce_ada.core.tracker import (
@@ -53,7 +54,6 @@ from reinforce_ada.integration.rollout import (
     SampleRecord,
     check_streaming_reward,
     is_number,
-    progress,
     publish_step,
     reward_name,
     run_sampling,
@@ -201,15 +201,15 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
         skip = self.skipper.rule if self.skipper is not None else None
         if load_tracker(self.tracker, folder, global_step=step - 1, skip=skip):
             streaks = f", skip streaks of {len(skip)} prompts" if skip is not None else ""
-            progress(f"step {step}: pass-rate tracker of {len(self.tracker)} prompts{streaks} restored from {folder}")
+            say(f"step {step}: pass-rate tracker of {len(self.tracker)} prompts{streaks} restored from {folder}")
         elif not os.path.isdir(folder):
-            progress(
+            say(
                 f"step {step}: WARNING: verl resumed from {folder}, which this node ({socket.gethostname()}) does not "
                 "see: on several nodes trainer.default_local_dir must be storage every node mounts at the same path; "
                 "starting with an empty tracker"
             )
         else:
-            progress(
+            say(
                 f"step {step}: WARNING: {folder} holds no pass-rate tracker (a checkpoint from before it was saved, "
                 "or a crash between verl's save and ours); starting with an empty tracker"
             )
@@ -240,7 +240,7 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
             if len(first_requests) > 64:  # a digest keeps the line short and still shows a resume allocates the same
                 digest = hashlib.blake2b(counts.encode(), digest_size=8).hexdigest()
                 counts = f"{len(first_requests)} prompts, {min(first_requests)}..{max(first_requests)}, digest {digest}"
-            progress(f"step {step} {what}: {counts}")
+            say(f"step {step} {what}: {counts}")
 
         return report
 
@@ -289,7 +289,7 @@ class AdaptiveManagerV1(AgentLoopManagerTQ):
         if keys is not None:
             self.tracker.update_many((k, s.drawn, s.num_pos) for k, s in zip(keys, result.samplers))
         if result.empty:
-            progress(
+            say(
                 f"step {step}: WARNING: every prompt was dropped (reinforce_ada.unresolved=drop) or failed; this "
                 "step trains on their samples with zero advantage, so the policy gradient is zero "
                 "(reinforce_ada/empty_step=1)"

@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 
 from verl.utils import tensordict_utils as tu
 
+from reinforce_ada.core.messages import say
 from reinforce_ada.core.sampler import PromptSampler
 from reinforce_ada.core.skip import SkipDecision, SkipRule, skip_metrics
 from reinforce_ada.integration import handover
-from reinforce_ada.integration.rollout import progress
 
 MAX_REFILLS = 8
 
@@ -70,7 +70,7 @@ class PromptSkipper:
             if not skipped:
                 break
             self._forget(skipped)
-            progress(f"step {step}: skipped {len(skipped)} prompts whose recent pools had no signal; fetching "
+            say(f"step {step}: skipped {len(skipped)} prompts whose recent pools had no signal; fetching "
                      f"{len(skipped)} more from the data")
             batch = self._refill(len(skipped))
         return parts[0] if len(parts) == 1 else tu.concat_tensordict(parts)

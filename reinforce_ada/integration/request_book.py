@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 
 from verl.utils import tensordict_utils as tu
 
+from reinforce_ada.core.messages import say, say_once
 from reinforce_ada.core.sampler import FAILED
 from reinforce_ada.integration.agents import Episode
-from reinforce_ada.integration.rollout import CriticalPath, RewardTally, SampleRecord, progress, warn_once
+from reinforce_ada.integration.rollout import CriticalPath, RewardTally, SampleRecord
 
 SESSION_OFFSET = "__reinforce_ada_session_offset__"
 SEED_SLOTS = "__reinforce_ada_seed_slots__"  # per row: each sample's slot among the prompt's first attempts
@@ -105,7 +106,7 @@ class RequestBook:
             slots, redraw = self.request_slots.pop(prompt, (None, False))
             for j, (session, reward) in enumerate(sessions):
                 if reward is not FAILED and not math.isfinite(reward):
-                    warn_once(
+                    say_once(
                         f"WARNING: {self.reward_name} returned a non-finite score ({reward}); such a sample is "
                         "redrawn once, like a failed one, and counted in reinforce_ada/samples_failed"
                     )
@@ -118,7 +119,7 @@ class RequestBook:
             self.offsets[prompt] += requests[prompt]
         failed = sum(r is FAILED for values in rewards.values() for r in values)
         if failed:
-            progress(f"{failed} of {sum(requests.values())} samples failed (generation or reward call); redrawn once")
+            say(f"{failed} of {sum(requests.values())} samples failed (generation or reward call); redrawn once")
         for r in records:
             if math.isfinite(r.reward):
                 self.reward_tally.add(1, r.response_tokens, r.reward_seconds, r.reward_extra)

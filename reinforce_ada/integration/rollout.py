@@ -5,7 +5,6 @@ with verl-facing progress reporting).
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -13,6 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from reinforce_ada.core.config import SamplerConfig
+from reinforce_ada.core.messages import say
 from reinforce_ada.core.schedules import AsyncProgress
 from reinforce_ada.core.step import StepResult, run_step
 from reinforce_ada.integration import handover
@@ -99,7 +99,7 @@ def publish_step(
         if result.round_seconds
         else f"at most {metrics['rounds']:.0f} requests a prompt"
     )
-    progress(
+    say(
         f"{len(uids)} prompts: {metrics['samples_total']:.0f} samples in {rounds} "
         f"({metrics['rollout_seconds']:.1f} s); {metrics['prompts_resolved']:.0f} resolved, "
         f"{metrics['prompts_unresolved']:.0f} unresolved, {metrics['prompts_dropped']:.0f} dropped"
@@ -108,26 +108,13 @@ def publish_step(
     )
 
 
-def progress(message: str) -> None:
-    print(f"[reinforce_ada] {message}", file=sys.stderr, flush=True)
-
-
-_warned: set[str] = set()
-
-
-def warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        progress(message)
-
-
 def run_sampling(
     prompt_count: int, global_step: Any, config: SamplerConfig, rollout, first_requests: Sequence[int] | None = None,
     on_start=None,
 ) -> StepResult:
     def on_round(round_index: int, prompts: int, samples: int, seconds: float) -> None:
         of = f"/{config.max_rounds}" if round_index <= config.max_rounds else f" (past {config.max_rounds}: redraws)"
-        progress(
+        say(
             f"step {global_step} round {round_index}{of}: {prompts} active prompts, {samples} samples, {seconds:.1f} s"
         )
 
@@ -139,7 +126,7 @@ def run_sampling(
         nonlocal last_report
         if state.requests_scored - last_report >= report_every:
             last_report = state.requests_scored
-            progress(
+            say(
                 f"step {global_step} async: {state.requests_scored} requests scored, "
                 f"{state.prompts_finished}/{prompt_count} prompts finished, {state.prompts_in_flight} in flight, "
                 f"{state.samples_drawn} samples, {state.seconds:.1f} s"

@@ -7,13 +7,13 @@ used). It is idempotent. Every error names the config key to change.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import fields
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from reinforce_ada.core.config import SECTION, ConfigError, RunConfig, SamplerConfig, rename_former_keys
+from reinforce_ada.core.messages import say
 
 # the public class path (reinforce_ada.integration.checkpoint itself imports verl, which this module must not)
 CALLBACK_CLASS = "reinforce_ada.checkpoint.TrackerCheckpointCallback"
@@ -100,7 +100,7 @@ def _rename_former_keys(config: DictConfig) -> None:
         return
     with open_dict(section):
         for note in rename_former_keys(section, prefix=f"{SECTION}."):
-            print(f"[reinforce_ada] {note}", file=sys.stderr)
+            say(note)
 
 
 def _map_reference_keys(config: DictConfig) -> None:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from omegaconf import DictConfig
 
 from reinforce_ada.core.config import ConfigError
+from reinforce_ada.core.messages import say
 
 SECTION = "reinforce_ada"
 
@@ -57,7 +58,7 @@ def prepare(config: DictConfig) -> None:
     loopback.bind_to_loopback(config)
     note = default_reward_note(config)
     if note:
-        print(f"[reinforce_ada] {note}", file=sys.stderr)
+        say(note)
 
 
 def check_checkpoint_dir(config: DictConfig) -> None:

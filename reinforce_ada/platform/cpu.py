@@ -7,7 +7,8 @@ which import verl for its worker extension). Nothing of verl is copied or edited
 
 What it takes, in the order verl meets it:
 
-1. A ``cpu`` platform through verl's platform plugin interface (``PlatformRegistry``): gloo
+1. A ``cpu`` platform through verl's platform plugin interface (``PlatformRegistry``; the platform and its
+   device module are :mod:`reinforce_ada.platform.cpu_device`): gloo
    collectives, a ``torch.cuda`` stand-in for the memory/RNG calls verl makes, and
    ``current_device() -> torch.device("cpu")`` because verl moves tensors and FSDP2 shards with
    ``.to(get_device_id())`` and an integer means "accelerator 0" to torch ("Cannot access
@@ -36,7 +37,6 @@ What it takes, in the order verl meets it:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.abc
 import importlib.util
@@ -47,8 +47,10 @@ import types
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from reinforce_ada.core.config import ConfigError, RunConfig
+from reinforce_ada.core.messages import say
+from reinforce_ada.platform.cpu_device import PLATFORM, register_platform
 
-PLATFORM = "cpu"
+_say = functools.partial(say, speaker=__name__)
 # vLLM-CPU's KV blocks hold 128 tokens unless told otherwise, and prefix caching reuses whole blocks only: a prompt
 # shorter than a block is computed again for each response drawn from it. 32 is the smallest block its attention
 # takes (docs/cpu.md: generation twice as fast on short few-shot prompts).
@@ -73,7 +75,7 @@ def activate(set_current: bool = False) -> None:
     # server keeps its engine core in a process of its own (AsyncLLM always does), which then runs the model
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     _limit_torch_threads()
-    _register_platform()
+    register_platform()
     _patch_process_group_backend()
     _on_import("vllm.model_executor.layers.utils", _use_plain_linear_in_vllm)
     _on_import("verl.workers.engine.fsdp.transformer_impl", _never_pin_offloaded_parameters)
@@ -159,7 +161,7 @@ def prepare_config(config: DictConfig) -> list[str]:
             f"{config.actor_rollout_ref.rollout.name!r}"
         )
     if changes:
-        print("[reinforce_ada.platform.cpu] set for CPU: " + " ".join(changes), file=sys.stderr)
+        _say("set for CPU: " + " ".join(changes))
     return neutralised + changes
 
 
@@ -217,8 +219,6 @@ def neutralise_gpu_settings(config: DictConfig) -> list[str]:
     return changes
 
 
-def _say(message: str) -> None:
-    print(f"[reinforce_ada.platform.cpu] {message}", file=sys.stderr)
 
 
 def _select(config: DictConfig, path: str) -> DictConfig:
@@ -239,174 +239,6 @@ def _limit_torch_threads() -> None:
     threads = int(os.environ.get("REINFORCE_ADA_CPU_THREADS", "1"))
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
-
-
-class _TorchCudaStandIn(types.ModuleType):
-    """What verl reaches through ``get_torch_device()``: torch.cuda's API, answered for a CPU."""
-
-    def __init__(self):
-        super().__init__("reinforce_ada.platform.cpu.device")
-        import torch
-
-        self._torch = torch
-
-    def __getattr__(self, name):  # Stream, current_stream, ...
-        return getattr(self._torch.cpu, name)
-
-    def is_available(self):
-        return True
-
-    def device_count(self):
-        return 1
-
-    def current_device(self):
-        return 0
-
-    def get_device_name(self, *args, **kwargs):
-        return "cpu"
-
-    def set_device(self, *args, **kwargs):
-        pass
-
-    def synchronize(self, *args, **kwargs):
-        pass
-
-    def empty_cache(self):
-        pass
-
-    def ipc_collect(self):
-        pass
-
-    def set_per_process_memory_fraction(self, *args, **kwargs):
-        pass
-
-    def reset_peak_memory_stats(self, *args, **kwargs):
-        pass
-
-    def memory_stats(self, *args, **kwargs):
-        return {}
-
-    def mem_get_info(self, *args, **kwargs):
-        import psutil
-
-        memory = psutil.virtual_memory()
-        return memory.available, memory.total
-
-    def memory_allocated(self, *args, **kwargs):
-        import psutil
-
-        return psutil.Process().memory_info().rss
-
-    memory_reserved = memory_allocated
-
-    def max_memory_allocated(self, *args, **kwargs):
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-    max_memory_reserved = max_memory_allocated
-
-    def get_rng_state(self, *args, **kwargs):
-        return self._torch.get_rng_state()
-
-    def set_rng_state(self, state, *args, **kwargs):
-        self._torch.set_rng_state(state)
-
-    def manual_seed(self, seed):
-        self._torch.manual_seed(seed)
-
-    manual_seed_all = manual_seed
-
-
-def _register_platform() -> None:
-    import torch
-    from verl.plugin.platform import PlatformBase, PlatformRegistry
-
-    if PlatformRegistry.get(PLATFORM) is not None:
-        return
-
-    @PlatformRegistry.register(platform=PLATFORM)
-    class PlatformCPU(PlatformBase):
-        """verl on plain CPUs: torch's CPU build, gloo collectives, vLLM-CPU rollout."""
-
-        _device_module = None
-
-        @property
-        def device_name(self) -> str:
-            return "cpu"
-
-        @property
-        def vendor_name(self) -> str:
-            return "cpu"
-
-        @property
-        def device_module(self):
-            if PlatformCPU._device_module is None:
-                PlatformCPU._device_module = _TorchCudaStandIn()
-            return PlatformCPU._device_module
-
-        def is_available(self) -> bool:
-            return True
-
-        def current_device(self):
-            return torch.device("cpu")
-
-        def device_count(self) -> int:
-            return 1
-
-        def set_device(self, device_index) -> None:
-            pass
-
-        def synchronize(self, device_index=None) -> None:
-            pass
-
-        def manual_seed(self, seed: int) -> None:
-            torch.manual_seed(seed)
-
-        def manual_seed_all(self, seed: int) -> None:
-            torch.manual_seed(seed)
-
-        def set_allocator_settings(self, settings: str) -> None:
-            pass
-
-        def empty_cache(self) -> None:
-            pass
-
-        def get_device_capability(self, device_index: int = 0):
-            return None, None
-
-        def communication_backend_name(self) -> str:
-            return "gloo"
-
-        def visible_devices_envvar(self) -> str:
-            return "CUDA_VISIBLE_DEVICES"  # set by Ray for the logical GPUs; harmless on CPU
-
-        @contextlib.contextmanager
-        def nvtx_range(self, msg: str):
-            yield
-
-        def profiler_start(self) -> None:
-            pass
-
-        def profiler_stop(self) -> None:
-            pass
-
-        def ray_resource_name(self) -> str:
-            return "GPU"
-
-        def ray_noset_envvars(self) -> list[str]:
-            return []
-
-        def is_ipc_supported(self) -> bool:
-            return False  # weight sync falls back to shared memory
-
-        def rollout_env_vars(self) -> dict[str, str]:
-            # verl puts these into the vLLM server's Ray runtime env; its engine processes inherit them.
-            names = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VERL_PLATFORM", "VERL_ENGINE_DEVICE")
-            return {name: os.environ[name] for name in names if name in os.environ}
-
-        def cudart(self):
-            return None
 
 
 def _patch_process_group_backend() -> None:

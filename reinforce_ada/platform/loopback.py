@@ -34,6 +34,7 @@ from datetime import timedelta
 from omegaconf import DictConfig, open_dict
 
 from reinforce_ada.core.config import RunConfig
+from reinforce_ada.core.messages import say
 
 LOOPBACK = "127.0.0.1"
 ENV_FLAG = "REINFORCE_ADA_LOOPBACK"
@@ -80,9 +81,8 @@ def bind_to_loopback(config: DictConfig) -> bool:
     ray_init = (config.get("ray_kwargs") or {}).get("ray_init") or {}
     chosen = ray_init.get("_node_ip_address")
     if chosen not in (None, LOOPBACK):
-        print(f"[reinforce_ada] ray_kwargs.ray_init._node_ip_address={chosen} is yours: the run keeps it and listens "
-              "where verl puts it (reinforce_ada.loopback switches to 127.0.0.1 only when no address is set)",
-              file=sys.stderr)
+        say(f"ray_kwargs.ray_init._node_ip_address={chosen} is yours: the run keeps it and listens "
+            "where verl puts it (reinforce_ada.loopback switches to 127.0.0.1 only when no address is set)")
         return False
     from ray._private import ray_constants
 
@@ -95,7 +95,7 @@ def bind_to_loopback(config: DictConfig) -> bool:
         os.environ.setdefault(name, value)
     os.environ[ENV_FLAG] = "1"
     activate()
-    print("[reinforce_ada] single-machine run: Ray, vLLM and TransferQueue listen on 127.0.0.1 only", file=sys.stderr)
+    say("single-machine run: Ray, vLLM and TransferQueue listen on 127.0.0.1 only")
     return True
 
 

@@ -26,13 +26,15 @@ import multiprocessing
 import os
 import pickle
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from reinforce_ada.core.messages import say_once
+
+SPEAKER = "reinforce_ada.tasks.reward"  # what the user configured: the reward, whose checks these are
 STARTUP_SECONDS = 300.0
 
 
@@ -61,8 +63,8 @@ def _worker_count() -> int:
     if raw:
         if raw.isdigit() and int(raw) >= 1:
             return int(raw)
-        _warn_once(
-            f"reinforce_ada.tasks.reward: REINFORCE_ADA_VERIFY_WORKERS={raw!r} is not a positive integer; ignored"
+        say_once(
+            f"REINFORCE_ADA_VERIFY_WORKERS={raw!r} is not a positive integer; ignored", SPEAKER
         )
     try:
         cores = len(os.sched_getaffinity(0))
@@ -327,22 +329,21 @@ class _CheckerPool:
         global _timeouts
         with _state_lock:
             _timeouts += 1
-        _warn_once(
-            f"reinforce_ada.tasks.reward: an answer check ran past its {timeout:g} s limit; scored 0 as timeout "
-            "(reinforce_ada.tasks.reward.timeouts() counts them)"
+        say_once(
+            f"an answer check ran past its {timeout:g} s limit; scored 0 as timeout "
+            "(reinforce_ada.tasks.reward.timeouts() counts them)", SPEAKER
         )
         return "timeout"
 
     @staticmethod
     def _failed(reason: str) -> str:
-        _warn_once(f"reinforce_ada.tasks.reward: {reason}; scored 0 as unparsable")
+        say_once(f"{reason}; scored 0 as unparsable", SPEAKER)
         return "unparsable"
 
 
 _pool: _CheckerPool | None = None
 _state_lock = threading.Lock()
 _timeouts = 0
-_warned: set[str] = set()
 
 
 def _default_pool() -> _CheckerPool:
@@ -374,9 +375,5 @@ atexit.register(shutdown)
 os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        print(message, file=sys.stderr, flush=True)
 
 

@@ -19,10 +19,10 @@ costs only itself ("timeout").
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
+from reinforce_ada.core.messages import say_once
 from reinforce_ada.tasks import checkers
 
 TIMEOUT_SECONDS = float(os.environ.get("REINFORCE_ADA_VERIFY_TIMEOUT", "5"))
@@ -64,7 +64,7 @@ def judge(response: Any, gold: Any, timeout: float = TIMEOUT_SECONDS) -> str:
             return "no_answer"
         return _run_check(_verify, (str(gold), answer), timeout)
     except Exception as err:  # a bug here must not take verl's reward worker down: this sample scores 0, loudly
-        _warn_once(f"reinforce_ada.tasks.reward: judging failed ({type(err).__name__}: {err}); scored 0 as unparsable")
+        say_once(f"judging failed ({type(err).__name__}: {err}); scored 0 as unparsable", checkers.SPEAKER)
         return "unparsable"
 
 
@@ -94,18 +94,9 @@ def _run_check(fn: Callable[..., str], args: tuple, timeout: float) -> str:
     """Runs ``fn(*args)`` (picklable, returning an outcome) in this process's checker pool."""
     outcome = checkers.run(fn, args, timeout)
     if outcome not in OUTCOMES:
-        _warn_once(f"reinforce_ada.tasks.reward: the answer check returned {outcome!r}; scored 0 as unparsable")
+        say_once(f"the answer check returned {outcome!r}; scored 0 as unparsable", checkers.SPEAKER)
         return "unparsable"
     return outcome
-
-
-_warned: set[str] = set()
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        print(message, file=sys.stderr, flush=True)
 
 
 if __name__ != "reinforce_ada.tasks.reward":
