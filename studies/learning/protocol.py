@@ -1,6 +1,6 @@
 """What the learning study runs: its sizes, its methods and the overrides that make them.
 
-Shared by the runner (``studies.learning.runner``) and its report (``studies.learning.report``).
+Shared by the runner (``studies.learning.runner``) and the modules that report it (``studies.learning.report``).
 """
 
 from __future__ import annotations

@@ -82,15 +82,15 @@ from studies.learning.protocol import (
     Size,
     method_overrides,
 )
-from studies.learning.report import (
+from studies.learning.records import (
     at_kv_block,
     heldout_curve,
     merged_steps,
     read_records,
     record_path,
     start_of_record,
-    write_results,
 )
+from studies.learning.report import write_results
 
 ROOT = Path(__file__).resolve().parents[2]
 

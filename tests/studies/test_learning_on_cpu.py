@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from reinforce_ada.demo.config import DemoSize
+from studies.learning import first_section, second_section
 from studies.learning import protocol as learning_protocol
+from studies.learning import records as learning_records
 from studies.learning import report as learning_report
 from studies.learning import runner as learning
 
@@ -45,11 +47,11 @@ def write_run(work: Path, method: str, seed: int, attempts: list[list[tuple]], d
             for step, samples, accuracy in rows:
                 f.write(json.dumps({"step": step, "data": step_values(step, samples, accuracy)}) + "\n")
     if done:
-        record = learning_report.record_path(work / "results", method, seed)
+        record = learning_records.record_path(work / "results", method, seed)
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"method": method, "seed": seed, "date": "2026-12-02", "machine": "test",
                                       "wall_s": 60.0, "attempts": len(attempts), "command": "x",
-                                      "size": size.record(), "steps": learning_report.merged_steps(run_dir)}))
+                                      "size": size.record(), "steps": learning_records.merged_steps(run_dir)}))
     return run_dir
 
 
@@ -59,9 +61,9 @@ def test_a_resumed_run_replaces_the_steps_it_redid_and_rows_add_up(tmp_path):
         [(0, 0, 0.1), (1, 30, None), (2, 20, 0.3), (3, 99, None)],
         [(3, 10, None), (4, 12, 0.5)],
     ])
-    steps = learning_report.merged_steps(run_dir)
+    steps = learning_records.merged_steps(run_dir)
     assert sorted(steps) == [0, 1, 2, 3, 4] and steps[3]["reinforce_ada/samples_total"] == 10
-    evaluated, per_step = learning_report.run_rows("balance", 0, steps, eval_k=2)
+    evaluated, per_step = learning_records.run_rows("balance", 0, steps, eval_k=2)
     assert [(r["step"], r["samples"], r["wall_s"]) for r in evaluated] == [(0, 0, 0), (2, 50, 4.0), (4, 72, 8.0)]
     assert [r["heldout_acc"] for r in evaluated] == [0.1, 0.3, 0.5]
     assert evaluated[-1]["tokens"] == 720 and evaluated[-1]["heldout_pass_at_k"] == 1.0
@@ -75,13 +77,13 @@ def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_
         # the base model is validated once per seed, by its first run: balance's runs start at step 1
         write_run(tmp_path, "balance", seed, [[(1, 20, None), (2, 20, 0.2), (4, 30, balance)]])
     write_run(tmp_path, "est", 0, [[(0, 0, 0.1), (2, 8, 0.9)]], done=False)  # still running
-    rows, per_step, runs = learning_report.collect(tmp_path, tmp_path / "results", SIZE)
+    rows, per_step, runs = learning_records.collect(tmp_path, tmp_path / "results", SIZE)
     assert {(r["method"], r["finished"]) for r in rows} == {
         ("grpo_n4", True), ("grpo_n16", True), ("balance", True), ("est", False)}
     shared = [r for r in rows if r["method"] == "balance" and r["step"] == 0]
     assert len(shared) == 3 and all(r["heldout_acc"] == 0.1 and r["base_of_seed"] for r in shared)
     data = {"counts": {"kept": 6, "train": 4, "test": 2}, "pass_range": [0, 0.3125]}
-    text = learning_report.report(rows, per_step, runs, data, SIZE, {"n": 16, "balance_samples_per_prompt": 15.6})
+    text = first_section.report(rows, per_step, runs, data, SIZE, {"n": 16, "balance_samples_per_prompt": 15.6})
     assert "| est |" not in text
     # per seed at steps 2 / 4, then the mean at each; t(2) = 4.303: 4.303 x 10 / sqrt(3) = 24.8
     # and the seeds' averages over steps 2 and 4: +5, +10, +0 (4.303 x 5 / sqrt(3) = 12.4)
@@ -146,7 +148,7 @@ def test_a_run_shares_step_0_only_with_runs_of_its_seed_from_the_same_start(tmp_
     """A start is validated by the seed's first run from it; a run from another start (a later session's checkpoint)
     is never given that evaluation as its own."""
     def give_start(run_dir, start):
-        record = learning_report.record_path(tmp_path / "results", run_dir.parent.name, 0)
+        record = learning_records.record_path(tmp_path / "results", run_dir.parent.name, 0)
         if record.exists():
             record.write_text(json.dumps({**json.loads(record.read_text()), "start": {"fingerprint": start}}))
         else:
@@ -155,7 +157,7 @@ def test_a_run_shares_step_0_only_with_runs_of_its_seed_from_the_same_start(tmp_
     give_start(write_run(tmp_path, "grpo_n4", 0, [[(0, 0, 0.1), (2, 8, 0.2), (4, 8, 0.3)]]), "a")
     give_start(write_run(tmp_path, "balance", 0, [[(1, 20, None), (2, 20, 0.2), (4, 30, 0.4)]]), "b")
     give_start(write_run(tmp_path, "pos", 0, [[(1, 20, None), (2, 20, 0.2)]], done=False), "a")
-    rows, _, _ = learning_report.collect(tmp_path, tmp_path / "results", SIZE)
+    rows, _, _ = learning_records.collect(tmp_path, tmp_path / "results", SIZE)
     at_0 = {r["method"]: r["heldout_acc"] for r in rows if r["step"] == 0}
     assert at_0 == {"grpo_n4": 0.1, "pos": 0.1}  # balance's start "b" has not been validated
 
@@ -165,12 +167,12 @@ def test_finished_runs_live_in_their_records_and_other_sizes_are_refused(tmp_pat
     write_run(tmp_path, "grpo_n4", 0, [[(0, 0, 0.1), (2, 8, 0.2), (4, 8, 0.3)]])  # record in tmp_path/results
     assert learning.base_measured(results, work, SIZE, seed=0) and not learning.base_measured(results, work, SIZE, 1)
     # a new machine: no work folder, the committed records alone
-    rows, _, runs = learning_report.collect(work, results, SIZE)
+    rows, _, runs = learning_records.collect(work, results, SIZE)
     assert [(r["step"], r["heldout_acc"], r["finished"]) for r in rows] == [(0, 0.1, True), (2, 0.2, True),
                                                                             (4, 0.3, True)]
     assert runs[0]["command"] == "x" and "steps" not in runs[0]
     with pytest.raises(SystemExit, match=r"grpo_n4_seed0.json was measured with other sizes \(steps differ"):
-        learning_report.collect(work, results, replace(SIZE, run=replace(SIZE.run, steps=6)))
+        learning_records.collect(work, results, replace(SIZE, run=replace(SIZE.run, steps=6)))
 
 
 def test_pass_rates_are_merged_by_question_and_k_without_duplicates(tmp_path):
@@ -205,17 +207,17 @@ def test_the_matched_n_is_what_balance_draws_on_these_pass_rates():
 
 
 def test_the_area_under_a_curve_is_its_mean_height_by_the_trapezoid_rule():
-    assert learning_report.auc({0: 30.0, 2: 40.0, 4: 32.0}, 4) == pytest.approx((30 + 2 * 40 + 32) / 4)
-    assert learning_report.auc({0: 10.0, 20: 10.0}, 20) == 10.0
+    assert second_section.auc({0: 30.0, 2: 40.0, 4: 32.0}, 4) == pytest.approx((30 + 2 * 40 + 32) / 4)
+    assert second_section.auc({0: 10.0, 20: 10.0}, 20) == 10.0
     with pytest.raises(ValueError, match=r"steps 0..4 is needed, got steps \[0, 2\]"):
-        learning_report.auc({0: 1.0, 2: 1.0}, 4)
+        second_section.auc({0: 1.0, 2: 1.0}, 4)
 
 
 @pytest.mark.parametrize(("pilot_sd", "needed", "target"), [(0.0, 2, 4), (1.3, 3, 4), (4.0, 8, 8), (6.0, 14, 10)])
 def test_the_runs_extend_to_the_seeds_the_pilots_ask_for_within_the_protocols_bounds(pilot_sd, needed, target):
     protocol = learning.PROTOCOLS["second"]
     assert (protocol.pilot_seeds, protocol.most_seeds, protocol.primary_effect) == (4, 10, 5.0)
-    assert learning_report.planned_seeds(pilot_sd, protocol) == (needed, target)
+    assert second_section.planned_seeds(pilot_sd, protocol) == (needed, target)
 
 
 def test_the_learning_rate_rule_takes_the_first_rate_whose_curve_never_drops_too_far():
@@ -264,7 +266,7 @@ def fake_session(monkeypatch, tmp_path, weights: bytes, curve, commands: list[st
         return start
 
     def train_run(method, seed, model, data, size, matched_n, work, results, prompt_tokens, start_id=None):
-        record = learning_report.record_path(results, method, seed)
+        record = learning_records.record_path(results, method, seed)
         if record.exists():
             return record
         calls.append((method, seed, size.run.lr, start_id))
@@ -409,4 +411,4 @@ def test_a_stopped_attempt_keeps_its_wall_time_and_its_trainer_is_stopped(tmp_pa
     (attempt,) = [json.loads(line) for line in
                   (tmp_path / "work" / "runs" / "grpo_n4" / "seed0" / "attempts.jsonl").read_text().splitlines()]
     assert attempt["attempt"] == 0 and attempt["wall_s"] > 0 and attempt["returncode"] != 0
-    assert not learning.record_path(tmp_path / "results", "grpo_n4", 0).exists()
+    assert not learning_records.record_path(tmp_path / "results", "grpo_n4", 0).exists()
