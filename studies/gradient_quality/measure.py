@@ -116,10 +116,10 @@ def learning_sets(work: Path, size: Size, model: Path) -> tuple[list[dict], list
     import pandas as pd
 
     from studies.learning import protocol as learning_protocol
-    from studies.learning import runner as learning
+    from studies.learning.data import prepare_data
 
-    data = learning.prepare_data(work / "learning_data", ROOT / learning_protocol.PROTOCOLS["first"].results, model,
-                                 learning_protocol.DEFAULT, learning_protocol.EASY, 0)
+    data = prepare_data(work / "learning_data", ROOT / learning_protocol.PROTOCOLS["first"].results, model,
+                        learning_protocol.DEFAULT, learning_protocol.EASY, 0)
 
     def rows(path: str, count: int, seed: int) -> list[dict]:
         frame = pd.read_parquet(path)
@@ -135,13 +135,14 @@ def learning_sets(work: Path, size: Size, model: Path) -> tuple[list[dict], list
 
 def format_checkpoint(work: Path, base: Path) -> Path:
     """The checkpoint after the answer format is learned, as the learning benchmark's second protocol starts from
-    (:func:`studies.learning.runner.format_checkpoint`, on the first protocol's training prompts); made once."""
+    (:func:`studies.learning.start.format_checkpoint`, on the first protocol's training prompts); made once."""
     from studies.learning import protocol as learning_protocol
-    from studies.learning import runner as learning
+    from studies.learning import start as learning_start
+    from studies.learning.data import prepare_data
 
-    data = learning.prepare_data(work / "learning_data", ROOT / learning_protocol.PROTOCOLS["first"].results, base,
-                                 learning_protocol.DEFAULT, learning_protocol.EASY, 0)
-    return learning.format_checkpoint(work, base, data, learning_protocol.DEFAULT)
+    data = prepare_data(work / "learning_data", ROOT / learning_protocol.PROTOCOLS["first"].results, base,
+                        learning_protocol.DEFAULT, learning_protocol.EASY, 0)
+    return learning_start.format_checkpoint(work, base, data, learning_protocol.DEFAULT)
 
 
 class WallTime:
