@@ -1,7 +1,5 @@
-"""What the learning study runs: its sizes, its methods and the overrides that make them.
-
-Shared by the runner (``studies.learning.runner``) and its report (``studies.learning.report``).
-"""
+"""What the learning study runs: each protocol's sizes, its methods, the overrides that make them and the n of the
+GRPO matched to balance's responses; shared by the modules that run the study and those that report it."""
 
 from __future__ import annotations
 
@@ -142,3 +140,22 @@ def method_overrides(method: str, size: Size, matched_n: int) -> tuple[str, int,
             f"actor_rollout_ref.rollout.n={size.run.group_size}",
         ]
     raise SystemExit(f"[learning] --methods: unknown method {method!r}; known: {', '.join(METHODS)} or grpo_n<k>")
+
+
+def balance_samples_per_prompt(pass_rates: list[float], n: int, repeats: int = 20, seed: int = 0) -> float:
+    """Balance's mean samples per prompt (M 8, R 4) on prompts with these pass rates, by the core sampler."""
+    import numpy as np
+
+    from reinforce_ada.core.config import SamplerConfig
+    from reinforce_ada.tools.simulate import simulate
+
+    config = SamplerConfig(n=n, round_size=8, max_rounds=4, variant="balance")
+    rng = np.random.default_rng(seed)
+    ids = [str(i) for i in range(len(pass_rates))]
+    means = []
+    for _ in range(repeats):
+        def draw(prompt, count):
+            return (rng.random(count) < pass_rates[int(prompt)]).astype(float).tolist()
+
+        means.append(simulate(ids, draw, config)["summary"]["samples_per_prompt_mean"])
+    return float(np.mean(means))

@@ -86,7 +86,7 @@ def fake_score(prompt, text):
 
 def test_rollout_time_engine_driver_gives_async_the_same_pools_as_rounds():
     """EngineRollout on a fake engine finishing requests in a random order: seeds follow the pool index."""
-    from benchmarks.rollout_time import POOL_STRIDE, EngineRollout
+    from benchmarks.rollout_time_measure import POOL_STRIDE, EngineRollout
     from reinforce_ada.core.config import SamplerConfig
     from reinforce_ada.core.step import run_step
 
@@ -108,7 +108,8 @@ def test_rollout_time_engine_driver_gives_async_the_same_pools_as_rounds():
 
 def test_rollout_time_several_round_sizes_in_one_run():
     """--round-sizes 8,2: each M at the budget of 32, timed in rounds and async on the same seeds, side by side."""
-    from benchmarks.rollout_time import method_order, report, round_settings, time_methods
+    from benchmarks.rollout_time_measure import method_order, round_settings, time_methods
+    from benchmarks.rollout_time_section import report
 
     settings = round_settings(["balance"], 8, 4, [8, 2])
     assert settings == [{"round_size": 8, "max_rounds": 4}, {"round_size": 2, "max_rounds": 16}]
@@ -149,7 +150,8 @@ def test_rollout_time_several_round_sizes_in_one_run():
 
 def test_rollout_time_under_sample_budgets_side_by_side():
     """--sample-budgets 2: the paper's setting with and without the budget, rounds and async, in one run."""
-    from benchmarks.rollout_time import report, round_settings, time_methods, with_budgets
+    from benchmarks.rollout_time_measure import round_settings, time_methods, with_budgets
+    from benchmarks.rollout_time_section import report
 
     settings = with_budgets(round_settings(["balance"], 8, 4, None), [2.0])
     assert settings == [{"round_size": 8, "max_rounds": 4}, {"round_size": 8, "max_rounds": 4, "sample_budget": 2.0}]
@@ -165,17 +167,18 @@ def test_rollout_time_section_of_a_capped_engine(tmp_path, monkeypatch, capsys):
     import re
     import shlex
 
-    from benchmarks import rollout_time
+    from benchmarks import rollout_time, rollout_time_section
+    from benchmarks.rollout_time_measure import round_settings, time_methods
 
-    monkeypatch.setattr(rollout_time, "RESULTS_DIR", tmp_path / "results")
-    settings = rollout_time.round_settings(["balance"], 8, 4, None)
-    runs = rollout_time.time_methods(
+    monkeypatch.setattr(rollout_time_section, "RESULTS_DIR", tmp_path / "results")
+    settings = round_settings(["balance"], 8, 4, None)
+    runs = time_methods(
         FakeEngine(), ["p"] * 4, fake_score, fake_params, ["balance"], settings, 1, log=lambda _: None
     )
     results = tmp_path / "RESULTS.md"
     argv = ["--max-num-seqs", "16", "--label", "tiny model (x)", "--write", str(results)]
     args = rollout_time.build_parser().parse_args(argv)
-    rollout_time.publish(runs, args, argv, args.label, 4, ["balance"], settings)
+    rollout_time_section.publish(runs, args, argv, args.label, 4, ["balance"], settings)
     text = results.read_text()
     assert "<!-- rollout_time_tiny_seqs16:start -->" in text
     assert "## Rollout wall time: tiny model (x), engine of 16 sequences" in text

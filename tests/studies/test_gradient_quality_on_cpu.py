@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from studies.gradient_quality import design, pools, replay, sketches
 from studies.gradient_quality import measure as gq
 from studies.gradient_quality import report as gq_report
 
@@ -18,7 +19,7 @@ def test_the_pass_rate_gradient_is_unbiased_for_known_score_functions():
     for _ in range(4000):
         rewards = (rng.random(16) < p).astype(float)
         grads = np.where(rewards[:, None] > 0, g, -g * p / (1 - p))
-        estimates.append(gq.pass_rate_gradient(rewards, grads))
+        estimates.append(replay.pass_rate_gradient(rewards, grads))
     assert np.mean(estimates, axis=0) == pytest.approx(p * g, abs=0.01)
 
 
@@ -29,7 +30,7 @@ def test_a_count_sketch_keeps_inner_products_in_expectation():
     a, b = torch.randn(64 * 64 + 64), torch.randn(64 * 64 + 64)
     products = []
     for seed in range(200):
-        sketch = gq.Sketch(model, dims=256, seed=seed)
+        sketch = sketches.Sketch(model, dims=256, seed=seed)
         sketched = []
         for vector in (a, b):
             model.weight.grad, model.bias.grad = vector[:4096].view(64, 64).clone(), vector[4096:].clone()
@@ -54,11 +55,11 @@ def synthetic_pools(count: int, k: int, dims: int, seed: int) -> list[dict]:
 
 
 def test_the_replays_measure_every_method_on_the_same_batches():
-    size = gq.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=5,
+    size = design.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=5,
                    replays_per_batch=3)
     train, heldout = synthetic_pools(12, 64, 32, 0), synthetic_pools(6, 16, 32, 1)
-    result = gq.analyse(train, heldout, size, [0.3] * 12)
-    assert set(result["methods"]) == set(gq.method_configs(result["matched_n"]))
+    result = replay.analyse(train, heldout, size, [0.3] * 12)
+    assert set(result["methods"]) == set(design.method_configs(result["matched_n"]))
     assert 4 <= result["matched_n"] <= 32
     for name, m in result["methods"].items():
         for key in ("cos_train", "cos_heldout", "gain", "snr"):
@@ -73,9 +74,9 @@ def test_the_replays_measure_every_method_on_the_same_batches():
 
 
 def test_the_report_tables_every_method_with_its_interval(tmp_path):
-    size = gq.Size(train_prompts=8, train_k=64, heldout_prompts=4, heldout_k=8, dims=16, batch=4, batches=3,
+    size = design.Size(train_prompts=8, train_k=64, heldout_prompts=4, heldout_k=8, dims=16, batch=4, batches=3,
                    replays_per_batch=2)
-    result = gq.analyse(synthetic_pools(8, 64, 16, 2), synthetic_pools(4, 8, 16, 3), size, [0.3] * 8)
+    result = replay.analyse(synthetic_pools(8, 64, 16, 2), synthetic_pools(4, 8, 16, 3), size, [0.3] * 8)
     ckpt = {**result, "size": vars(size), "date": "2026-12-03", "machine": "test", "wall_hours": 0.1, "command": "x"}
     text = gq_report.report({"checkpoints": {"base": ckpt}})
     assert "### Checkpoint: base" in text and "| balance_stratified |" in text and "Spearman-Brown" in text
@@ -88,9 +89,9 @@ def test_report_only_rewrites_the_section_from_the_json_with_todays_command(tmp_
                                    "benchmarks/RESULTS.md --json=old.json --quick", "studies/gradient_quality/README.md"
                                    ) == ("python -m studies.gradient_quality --checkpoints base --quick --write "
                                          "studies/gradient_quality/README.md")
-    size = gq.Size(train_prompts=8, train_k=64, heldout_prompts=4, heldout_k=8, dims=16, batch=4, batches=3,
+    size = design.Size(train_prompts=8, train_k=64, heldout_prompts=4, heldout_k=8, dims=16, batch=4, batches=3,
                    replays_per_batch=2)
-    result = gq.analyse(synthetic_pools(8, 64, 16, 2), synthetic_pools(4, 8, 16, 3), size, [0.3] * 8)
+    result = replay.analyse(synthetic_pools(8, 64, 16, 2), synthetic_pools(4, 8, 16, 3), size, [0.3] * 8)
     ckpt = {**result, "size": vars(size), "date": "2026-12-03", "machine": "test", "wall_hours": 0.1,
             "command": "python -m benchmarks.gradient_quality --checkpoints base --write benchmarks/RESULTS.md"}
     results = tmp_path / "results.json"
@@ -124,50 +125,50 @@ def test_pools_and_sketches_are_made_once_resume_and_grow(tmp_path):
         texts = [f"\\boxed{{{(j + len(calls)) % 3}}}" for j in range(k)]
         return [[(t, tokenizer.encode(t, add_special_tokens=False)) for t in texts] for _ in messages]
 
-    size = gq.Size(train_prompts=2, train_k=4, dims=64)
-    gq.make_pools(tmp_path / "pools", model, prompts[:2], 4, size, seed=0, sampler=sampler)
-    gq.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, prompts[:2], size)
-    rows = gq.load_split(tmp_path / "pools", tmp_path / "sketch", prompts[:2], 4)
+    size = design.Size(train_prompts=2, train_k=4, dims=64)
+    pools.make_pools(tmp_path / "pools", model, prompts[:2], 4, size, seed=0, sampler=sampler)
+    sketches.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, prompts[:2], size)
+    rows = replay.load_split(tmp_path / "pools", tmp_path / "sketch", prompts[:2], 4)
     assert rows[0]["rewards"].tolist() == [1.0, 0.0, 0.0, 1.0]  # "What is 0 plus 1?": only \boxed{1} is right
     assert rows[1]["grads"].shape == (4, 64) and np.abs(rows[1]["grads"]).sum() > 0
-    sketch = tmp_path / "sketch" / f"grad_{gq.pool_key(prompts[0])}.npy"
+    sketch = tmp_path / "sketch" / f"grad_{pools.pool_key(prompts[0])}.npy"
     before = sketch.stat().st_mtime
-    spent = gq.WallTime(tmp_path).seconds()  # the work kept, counted as it was saved
+    spent = pools.WallTime(tmp_path).seconds()  # the work kept, counted as it was saved
     assert spent > 0
-    gq.make_pools(tmp_path / "pools", model, prompts[:2], 4, size, seed=0, sampler=sampler)
-    gq.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, prompts[:2], size)
+    pools.make_pools(tmp_path / "pools", model, prompts[:2], 4, size, seed=0, sampler=sampler)
+    sketches.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, prompts[:2], size)
     assert calls == [(2, 4)] and sketch.stat().st_mtime == before
-    assert gq.WallTime(tmp_path).seconds() == spent  # nothing made again, no time added
+    assert pools.WallTime(tmp_path).seconds() == spent  # nothing made again, no time added
 
     # a third prompt, listed first, and 6 responses a pool: the new prompt draws 6, the others 2 more each
     grown = [prompts[2], *prompts[:2]]
-    gq.make_pools(tmp_path / "pools", model, grown, 6, size, seed=0, sampler=sampler)
-    gq.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, grown, size)
+    pools.make_pools(tmp_path / "pools", model, grown, 6, size, seed=0, sampler=sampler)
+    sketches.make_sketches(tmp_path / "pools", tmp_path / "sketch", model, grown, size)
     assert sorted(calls[1:]) == [(1, 6), (2, 2)]
-    again = gq.load_split(tmp_path / "pools", tmp_path / "sketch", grown, 6)
+    again = replay.load_split(tmp_path / "pools", tmp_path / "sketch", grown, 6)
     for old, new in zip(rows, again[1:]):
         assert np.array_equal(new["rewards"][:4], old["rewards"]) and np.array_equal(new["grads"][:4], old["grads"])
         assert new["grads"].shape == (6, 64) and np.abs(new["grads"][4:]).sum() > 0
     # the same response sketched in the first call and in the extension has the same sketched gradient
     first, extended = again[1]["grads"][0], again[1]["grads"][5]  # both \boxed{1}, from calls 1 and 3
     assert np.allclose(first, extended, atol=1e-5)
-    assert gq.load_split(tmp_path / "pools", tmp_path / "sketch", grown, 4)[1]["grads"].shape == (4, 64)
+    assert replay.load_split(tmp_path / "pools", tmp_path / "sketch", grown, 4)[1]["grads"].shape == (4, 64)
     with pytest.raises(ValueError, match="rerun to complete it"):
-        gq.load_split(tmp_path / "pools", tmp_path / "sketch", grown, 8)
+        replay.load_split(tmp_path / "pools", tmp_path / "sketch", grown, 8)
 
 
 def test_paired_differences_are_taken_on_the_same_batches_with_a_jackknife_over_prompts():
-    size = gq.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=8,
+    size = design.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=8,
                    replays_per_batch=3)
-    result = gq.analyse(synthetic_pools(12, 64, 32, 4), synthetic_pools(6, 16, 32, 5), size, [0.3] * 12)
-    for reference in gq.PAIRED_REFERENCES:
+    result = replay.analyse(synthetic_pools(12, 64, 32, 4), synthetic_pools(6, 16, 32, 5), size, [0.3] * 12)
+    for reference in design.PAIRED_REFERENCES:
         rows = result["paired"][reference]
         assert reference not in rows and set(rows) == set(result["methods"]) - {reference}
         for method, d in rows.items():
-            value, low, high = d[gq.PRIMARY]
+            value, low, high = d[design.PRIMARY]
             assert low <= value <= high
             # the mean of per-batch differences is the difference of the per-method means
-            expected = result["methods"][method][gq.PRIMARY][0] - result["methods"][reference][gq.PRIMARY][0]
+            expected = result["methods"][method][design.PRIMARY][0] - result["methods"][reference][design.PRIMARY][0]
             assert value == pytest.approx(expected)
             # the SNR is a ratio of means over batches: its paired difference is the difference of the two ratios
             snr, snr_low, snr_high = d["snr"]
@@ -189,7 +190,7 @@ def test_batched_response_sketches_equal_one_backward_per_response(tied):
                          attention_bias=not tied)  # biases as Qwen2's attention has
     model = LlamaForCausalLM(config).float()
     model.train(False)
-    sketch = gq.Sketch(model, dims=64)
+    sketch = sketches.Sketch(model, dims=64)
     prompt = [5, 17, 3, 88, 41]
     responses = [[7], [9, 12, 30, 4, 60, 2], [50, 51], [33, 1, 90, 8]]  # right-padded to the longest
     one_by_one = []
@@ -200,7 +201,7 @@ def test_batched_response_sketches_equal_one_backward_per_response(tied):
         one_by_one.append(sketch.of_gradients().clone())
     model.zero_grad(set_to_none=True)
     model.requires_grad_(False)
-    batched = gq.sketch_responses(model, sketch, prompt, responses)
+    batched = sketches.sketch_responses(model, sketch, prompt, responses)
     assert torch.allclose(batched, torch.stack(one_by_one), rtol=1e-4, atol=1e-6)
     assert not torch.allclose(batched[0], batched[1])
 
@@ -213,7 +214,7 @@ def test_the_batched_sketch_refuses_a_parameter_it_does_not_cover():
                          num_attention_heads=2, num_key_value_heads=1)
     model = LlamaForCausalLM(config).float()
     model.model.scale = torch.nn.Parameter(torch.ones(1))
-    sketch = gq.Sketch(model, dims=16)
+    sketch = sketches.Sketch(model, dims=16)
     model.requires_grad_(False)
     with pytest.raises(ValueError, match="model.scale"):
-        gq.sketch_responses(model, sketch, [1, 2], [[3]])
+        sketches.sketch_responses(model, sketch, [1, 2], [[3]])

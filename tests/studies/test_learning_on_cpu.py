@@ -9,9 +9,14 @@ from pathlib import Path
 import pytest
 
 from reinforce_ada.demo.config import DemoSize
+from studies.learning import data as learning_data
+from studies.learning import first_section, second_section
 from studies.learning import protocol as learning_protocol
+from studies.learning import records as learning_records
 from studies.learning import report as learning_report
 from studies.learning import runner as learning
+from studies.learning import start as learning_start
+from studies.learning import training as learning_training
 
 ROOT = Path(__file__).resolve().parents[2]
 FILTERED, ALL = learning_protocol.FILTERED, learning_protocol.UNFILTERED
@@ -45,11 +50,11 @@ def write_run(work: Path, method: str, seed: int, attempts: list[list[tuple]], d
             for step, samples, accuracy in rows:
                 f.write(json.dumps({"step": step, "data": step_values(step, samples, accuracy)}) + "\n")
     if done:
-        record = learning_report.record_path(work / "results", method, seed)
+        record = learning_records.record_path(work / "results", method, seed)
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"method": method, "seed": seed, "date": "2026-12-02", "machine": "test",
                                       "wall_s": 60.0, "attempts": len(attempts), "command": "x",
-                                      "size": size.record(), "steps": learning_report.merged_steps(run_dir)}))
+                                      "size": size.record(), "steps": learning_records.merged_steps(run_dir)}))
     return run_dir
 
 
@@ -59,9 +64,9 @@ def test_a_resumed_run_replaces_the_steps_it_redid_and_rows_add_up(tmp_path):
         [(0, 0, 0.1), (1, 30, None), (2, 20, 0.3), (3, 99, None)],
         [(3, 10, None), (4, 12, 0.5)],
     ])
-    steps = learning_report.merged_steps(run_dir)
+    steps = learning_records.merged_steps(run_dir)
     assert sorted(steps) == [0, 1, 2, 3, 4] and steps[3]["reinforce_ada/samples_total"] == 10
-    evaluated, per_step = learning_report.run_rows("balance", 0, steps, eval_k=2)
+    evaluated, per_step = learning_records.run_rows("balance", 0, steps, eval_k=2)
     assert [(r["step"], r["samples"], r["wall_s"]) for r in evaluated] == [(0, 0, 0), (2, 50, 4.0), (4, 72, 8.0)]
     assert [r["heldout_acc"] for r in evaluated] == [0.1, 0.3, 0.5]
     assert evaluated[-1]["tokens"] == 720 and evaluated[-1]["heldout_pass_at_k"] == 1.0
@@ -75,13 +80,13 @@ def test_the_report_pairs_seeds_against_grpo_and_leaves_unfinished_runs_out(tmp_
         # the base model is validated once per seed, by its first run: balance's runs start at step 1
         write_run(tmp_path, "balance", seed, [[(1, 20, None), (2, 20, 0.2), (4, 30, balance)]])
     write_run(tmp_path, "est", 0, [[(0, 0, 0.1), (2, 8, 0.9)]], done=False)  # still running
-    rows, per_step, runs = learning_report.collect(tmp_path, tmp_path / "results", SIZE)
+    rows, per_step, runs = learning_records.collect(tmp_path, tmp_path / "results", SIZE)
     assert {(r["method"], r["finished"]) for r in rows} == {
         ("grpo_n4", True), ("grpo_n16", True), ("balance", True), ("est", False)}
     shared = [r for r in rows if r["method"] == "balance" and r["step"] == 0]
     assert len(shared) == 3 and all(r["heldout_acc"] == 0.1 and r["base_of_seed"] for r in shared)
     data = {"counts": {"kept": 6, "train": 4, "test": 2}, "pass_range": [0, 0.3125]}
-    text = learning_report.report(rows, per_step, runs, data, SIZE, {"n": 16, "balance_samples_per_prompt": 15.6})
+    text = first_section.report(rows, per_step, runs, data, SIZE, {"n": 16, "balance_samples_per_prompt": 15.6})
     assert "| est |" not in text
     # per seed at steps 2 / 4, then the mean at each; t(2) = 4.303: 4.303 x 10 / sqrt(3) = 24.8
     # and the seeds' averages over steps 2 and 4: +5, +10, +0 (4.303 x 5 / sqrt(3) = 12.4)
@@ -121,7 +126,7 @@ def test_report_only_regenerates_the_results_from_the_committed_records_alone(mo
     results, first, again = tmp_path / "results", tmp_path / "first.md", tmp_path / "again.md"
     data = {"size": SIZE.record(), "counts": {"kept": 6, "train": 4, "test": 2}, "pass_range": [0, 0.3125],
             "train_pass_rates": [0.1, 0.2, 0.25, 0.3]}
-    per_prompt = learning.balance_samples_per_prompt(data["train_pass_rates"], 4)
+    per_prompt = learning_protocol.balance_samples_per_prompt(data["train_pass_rates"], 4)
     matched = {"n": round(per_prompt), "balance_samples_per_prompt": per_prompt}  # as the benchmark fixes it
     learning_report.write_results(tmp_path, results, SIZE, data, matched, str(first))
     written = {name: (results / name).read_bytes() for name in ("runs.json", "steps.json")}
@@ -146,7 +151,7 @@ def test_a_run_shares_step_0_only_with_runs_of_its_seed_from_the_same_start(tmp_
     """A start is validated by the seed's first run from it; a run from another start (a later session's checkpoint)
     is never given that evaluation as its own."""
     def give_start(run_dir, start):
-        record = learning_report.record_path(tmp_path / "results", run_dir.parent.name, 0)
+        record = learning_records.record_path(tmp_path / "results", run_dir.parent.name, 0)
         if record.exists():
             record.write_text(json.dumps({**json.loads(record.read_text()), "start": {"fingerprint": start}}))
         else:
@@ -155,7 +160,7 @@ def test_a_run_shares_step_0_only_with_runs_of_its_seed_from_the_same_start(tmp_
     give_start(write_run(tmp_path, "grpo_n4", 0, [[(0, 0, 0.1), (2, 8, 0.2), (4, 8, 0.3)]]), "a")
     give_start(write_run(tmp_path, "balance", 0, [[(1, 20, None), (2, 20, 0.2), (4, 30, 0.4)]]), "b")
     give_start(write_run(tmp_path, "pos", 0, [[(1, 20, None), (2, 20, 0.2)]], done=False), "a")
-    rows, _, _ = learning_report.collect(tmp_path, tmp_path / "results", SIZE)
+    rows, _, _ = learning_records.collect(tmp_path, tmp_path / "results", SIZE)
     at_0 = {r["method"]: r["heldout_acc"] for r in rows if r["step"] == 0}
     assert at_0 == {"grpo_n4": 0.1, "pos": 0.1}  # balance's start "b" has not been validated
 
@@ -163,26 +168,27 @@ def test_a_run_shares_step_0_only_with_runs_of_its_seed_from_the_same_start(tmp_
 def test_finished_runs_live_in_their_records_and_other_sizes_are_refused(tmp_path):
     work, results = tmp_path / "work", tmp_path / "results"
     write_run(tmp_path, "grpo_n4", 0, [[(0, 0, 0.1), (2, 8, 0.2), (4, 8, 0.3)]])  # record in tmp_path/results
-    assert learning.base_measured(results, work, SIZE, seed=0) and not learning.base_measured(results, work, SIZE, 1)
+    assert learning_training.base_measured(results, work, SIZE, seed=0)
+    assert not learning_training.base_measured(results, work, SIZE, 1)
     # a new machine: no work folder, the committed records alone
-    rows, _, runs = learning_report.collect(work, results, SIZE)
+    rows, _, runs = learning_records.collect(work, results, SIZE)
     assert [(r["step"], r["heldout_acc"], r["finished"]) for r in rows] == [(0, 0.1, True), (2, 0.2, True),
                                                                             (4, 0.3, True)]
     assert runs[0]["command"] == "x" and "steps" not in runs[0]
     with pytest.raises(SystemExit, match=r"grpo_n4_seed0.json was measured with other sizes \(steps differ"):
-        learning_report.collect(work, results, replace(SIZE, run=replace(SIZE.run, steps=6)))
+        learning_records.collect(work, results, replace(SIZE, run=replace(SIZE.run, steps=6)))
 
 
 def test_pass_rates_are_merged_by_question_and_k_without_duplicates(tmp_path):
     kept, sampled = tmp_path / "kept.jsonl", tmp_path / "work" / "pass_rates.jsonl"
     kept.write_text("".join(json.dumps({"id": q, "pass_rate": r, "k": k}) + "\n"
                             for q, r, k in [("1 + 2", 0.5, 16), ("3 + 4", 0.25, 16), ("1 + 2", 1.0, 4)]))
-    learning._merge_pass_rates(kept, sampled, k=16)  # a new machine starts from the kept rates of its k
+    learning_data.merge_pass_rates(kept, sampled, k=16)  # a new machine starts from the kept rates of its k
     assert [json.loads(line)["id"] for line in sampled.read_text().splitlines()] == ["1 + 2", "3 + 4"]
     with open(sampled, "a") as f:
         f.write(json.dumps({"id": "5 + 6", "pass_rate": 0.0, "k": 16}) + "\n")
-    learning._merge_pass_rates(sampled, kept)
-    learning._merge_pass_rates(sampled, kept)
+    learning_data.merge_pass_rates(sampled, kept)
+    learning_data.merge_pass_rates(sampled, kept)
     assert len(kept.read_text().splitlines()) == 4
 
 
@@ -194,36 +200,37 @@ def test_methods_and_overrides():
     with pytest.raises(SystemExit, match="unknown method 'grpo'"):
         learning_protocol.method_overrides("grpo", learning_protocol.DEFAULT, 16)
     # a mini-batch of 4 prompts x 20 samples does not split into forward passes of 32 (verl refuses it)
-    assert [learning.micro_batch_size(s) for s in (16, 80, 128, 4 * 13)] == [16, 20, 32, 26]
-    merged = learning._with(["a=1", "+b=2", "-m", "c=3"], ["b=5", "d=4"])
+    assert [learning_training.micro_batch_size(s) for s in (16, 80, 128, 4 * 13)] == [16, 20, 32, 26]
+    merged = learning_training.with_overrides(["a=1", "+b=2", "-m", "c=3"], ["b=5", "d=4"])
     assert merged == ["a=1", "-m", "c=3", "b=5", "d=4"]
 
 
 def test_the_matched_n_is_what_balance_draws_on_these_pass_rates():
-    assert learning.balance_samples_per_prompt([0.0] * 8, n=4) == 32  # never resolves: N_max
-    assert learning.balance_samples_per_prompt([0.5] * 64, n=4) == pytest.approx(8, abs=1.5)  # mostly one round
+    assert learning_protocol.balance_samples_per_prompt([0.0] * 8, n=4) == 32  # never resolves: N_max
+    # mostly one round
+    assert learning_protocol.balance_samples_per_prompt([0.5] * 64, n=4) == pytest.approx(8, abs=1.5)
 
 
 def test_the_area_under_a_curve_is_its_mean_height_by_the_trapezoid_rule():
-    assert learning_report.auc({0: 30.0, 2: 40.0, 4: 32.0}, 4) == pytest.approx((30 + 2 * 40 + 32) / 4)
-    assert learning_report.auc({0: 10.0, 20: 10.0}, 20) == 10.0
+    assert second_section.auc({0: 30.0, 2: 40.0, 4: 32.0}, 4) == pytest.approx((30 + 2 * 40 + 32) / 4)
+    assert second_section.auc({0: 10.0, 20: 10.0}, 20) == 10.0
     with pytest.raises(ValueError, match=r"steps 0..4 is needed, got steps \[0, 2\]"):
-        learning_report.auc({0: 1.0, 2: 1.0}, 4)
+        second_section.auc({0: 1.0, 2: 1.0}, 4)
 
 
 @pytest.mark.parametrize(("pilot_sd", "needed", "target"), [(0.0, 2, 4), (1.3, 3, 4), (4.0, 8, 8), (6.0, 14, 10)])
 def test_the_runs_extend_to_the_seeds_the_pilots_ask_for_within_the_protocols_bounds(pilot_sd, needed, target):
     protocol = learning.PROTOCOLS["second"]
     assert (protocol.pilot_seeds, protocol.most_seeds, protocol.primary_effect) == (4, 10, 5.0)
-    assert learning_report.planned_seeds(pilot_sd, protocol) == (needed, target)
+    assert second_section.planned_seeds(pilot_sd, protocol) == (needed, target)
 
 
 def test_the_learning_rate_rule_takes_the_first_rate_whose_curve_never_drops_too_far():
     protocol = learning_protocol.PROTOCOLS["second"]
     steady, dropping = {0: 0.3, 5: 0.35, 10: 0.34}, {0: 0.3, 5: 0.4, 10: 0.34}  # drops of 1 and 6 points
-    assert learning.choose_lr(protocol, {1e-5: steady, 3e-6: dropping}) == 1e-5
-    assert learning.choose_lr(protocol, {1e-5: dropping, 3e-6: steady}) == 3e-6
-    assert learning.choose_lr(protocol, {1e-5: dropping, 3e-6: dropping}) == 3e-6  # the last, when all drop
+    assert learning_start.choose_lr(protocol, {1e-5: steady, 3e-6: dropping}) == 1e-5
+    assert learning_start.choose_lr(protocol, {1e-5: dropping, 3e-6: steady}) == 3e-6
+    assert learning_start.choose_lr(protocol, {1e-5: dropping, 3e-6: dropping}) == 3e-6  # the last, when all drop
     # the first protocol's records keep their size keys; the second's carry the warm-up and the start
     assert "start" not in learning_protocol.DEFAULT.record()
     assert protocol.size.record()["start"] == "format" and protocol.size.record()["warmup_steps"] == 3
@@ -232,12 +239,12 @@ def test_the_learning_rate_rule_takes_the_first_rate_whose_curve_never_drops_too
     assert protocol.size.differs_from(first_kind) == ["start", "warmup_steps"]
     assert learning_protocol.DEFAULT.differs_from(learning_protocol.DEFAULT.record()) == []
     # exactly 5 points is not more than 5 (0.55 - 0.50 is a little above 0.05 in floating point)
-    assert learning.choose_lr(protocol, {1e-5: {0: 0.50, 5: 0.55, 10: 0.50}, 3e-6: steady}) == 1e-5
+    assert learning_start.choose_lr(protocol, {1e-5: {0: 0.50, 5: 0.55, 10: 0.50}, 3e-6: steady}) == 1e-5
 
 
 def test_a_start_without_weights_has_no_fingerprint(tmp_path):
     with pytest.raises(FileNotFoundError, match="no \\*.safetensors weights"):
-        learning.fingerprint(tmp_path)
+        learning_start.fingerprint(tmp_path)
 
 
 SECOND = learning_protocol.Protocol(
@@ -250,7 +257,7 @@ def fake_session(monkeypatch, tmp_path, weights: bytes, curve, commands: list[st
     """``learning.main`` with everything that would start verl or vLLM replaced: the format checkpoint is a folder
     holding ``weights``, and a run writes a record whose held-out curve is ``curve(method, seed, lr, step)`` and
     whose attempts' commands are ``commands`` (default: one, at today's KV block size)."""
-    commands = commands or [shlex.join(["python", "-m", "reinforce_ada.main_ppo", learning.KV_BLOCK])]
+    commands = commands or [shlex.join(["python", "-m", "reinforce_ada.main_ppo", learning_protocol.KV_BLOCK])]
     calls = []
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
@@ -264,7 +271,7 @@ def fake_session(monkeypatch, tmp_path, weights: bytes, curve, commands: list[st
         return start
 
     def train_run(method, seed, model, data, size, matched_n, work, results, prompt_tokens, start_id=None):
-        record = learning_report.record_path(results, method, seed)
+        record = learning_records.record_path(results, method, seed)
         if record.exists():
             return record
         calls.append((method, seed, size.run.lr, start_id))
@@ -298,7 +305,7 @@ def test_the_second_protocol_sweeps_then_pairs_each_seed_across_sessions(monkeyp
             "--results", str(tmp_path / "results"), "--write", str(tmp_path / "RESULTS.md")]
     calls = fake_session(monkeypatch, tmp_path, b"session one", curve)
     learning.main([*args, "--seeds", "0", "1"])
-    one = learning.fingerprint(tmp_path / "work" / "format")
+    one = learning_start.fingerprint(tmp_path / "work" / "format")
     # the sweep first; its run at the chosen rate is GRPO-n4's seed 0, so seed 0 runs balance only
     assert calls == [("grpo_n4", 0, 1e-5, one), ("grpo_n4", 0, 3e-6, one), ("balance", 0, 3e-6, one),
                      ("grpo_n4", 1, 3e-6, one), ("balance", 1, 3e-6, one)]
@@ -321,7 +328,7 @@ def test_the_second_protocol_sweeps_then_pairs_each_seed_across_sessions(monkeyp
     learning.main([*args, "--seeds", "2", "--methods", "grpo_n4"])
     calls = fake_session(monkeypatch, tmp_path, b"session two", curve)
     learning.main([*args, "--seeds", "0", "2"])
-    two = learning.fingerprint(tmp_path / "work" / "format")
+    two = learning_start.fingerprint(tmp_path / "work" / "format")
     assert two != one
     assert calls == [("balance", 2, 3e-6, two)]
     assert not (tmp_path / "results" / "unpaired").exists()
@@ -332,7 +339,7 @@ def test_the_second_protocol_sweeps_then_pairs_each_seed_across_sessions(monkeyp
     assert "kinds of machine" not in (tmp_path / "RESULTS.md").read_text()
     calls = fake_session(monkeypatch, tmp_path, b"session three", curve, machine="another")
     learning.main([*args, "--seeds", "3", "--methods", "balance"])
-    three = learning.fingerprint(tmp_path / "work" / "format")
+    three = learning_start.fingerprint(tmp_path / "work" / "format")
     assert calls == [("balance", 3, 3e-6, three)]
     text = (tmp_path / "RESULTS.md").read_text()
     assert "| 3 | no | 30.0; 32.0 | 33.0 | 37.0 | +4.0 | +4.0 |" in text
@@ -344,8 +351,9 @@ OLD_BLOCK = shlex.join(["python", "-m", "reinforce_ada.main_ppo", "trainer.test_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("commands", "blocks"), [([OLD_BLOCK], ["128"]),
-                                                  ([OLD_BLOCK, f"{OLD_BLOCK} {learning.KV_BLOCK}"], ["128", "32"])],
+@pytest.mark.parametrize(("commands", "blocks"),
+                         [([OLD_BLOCK], ["128"]),
+                          ([OLD_BLOCK, f"{OLD_BLOCK} {learning_protocol.KV_BLOCK}"], ["128", "32"])],
                          ids=["old block", "resumed at the new block"])
 def test_a_sweep_run_at_vllms_old_block_size_is_not_taken_as_seed_0(monkeypatch, tmp_path, commands, blocks):
     """Sweep runs made, even in part, before the platform set vLLM's KV block to 32 took twice as long to generate:
@@ -358,7 +366,7 @@ def test_a_sweep_run_at_vllms_old_block_size_is_not_taken_as_seed_0(monkeypatch,
             "--results", str(tmp_path / "results"), "--write", str(tmp_path / "RESULTS.md"), "--seeds", "0"]
     calls = fake_session(monkeypatch, tmp_path, b"weights", curve, commands)
     learning.main(args)
-    start = learning.fingerprint(tmp_path / "work" / "format")
+    start = learning_start.fingerprint(tmp_path / "work" / "format")
     assert calls == [("grpo_n4", 0, 1e-5, start), ("grpo_n4", 0, 3e-6, start), ("grpo_n4", 0, 1e-5, start),
                      ("balance", 0, 1e-5, start)]
     text = (tmp_path / "RESULTS.md").read_text()
@@ -371,7 +379,7 @@ def test_a_sweep_alone_is_reported_with_its_attempts_dates_and_no_empty_table(tm
     dates (the header's span counts every attempt's), and neither an empty per-method table nor a missing plot."""
     record = {"method": "grpo_n4", "seed": 0, "date": "2026-12-06", "machine": "test", "wall_s": 4534.0,
               "attempt_dates": ["2026-12-05", "2026-12-06"], "start": {"fingerprint": "abc"},
-              "commands": [OLD_BLOCK, f"{OLD_BLOCK} {learning.KV_BLOCK}"],
+              "commands": [OLD_BLOCK, f"{OLD_BLOCK} {learning_protocol.KV_BLOCK}"],
               "steps": {str(s): step_values(s, 8, 0.3 + 0.01 * s if s % 2 == 0 else None) for s in range(5)}}
     write = tmp_path / "RESULTS.md"
     data = {"counts": {"train": 4, "test": 2}, "pass_range": [0, 0.3125]}
@@ -384,9 +392,9 @@ def test_a_sweep_alone_is_reported_with_its_attempts_dates_and_no_empty_table(tm
 
 
 def test_the_run_command_names_the_kv_block_size():
-    command = learning.run_command("balance", 0, Path("model"), {"files": {k: f"{k}.parquet" for k in (
+    command = learning_training.run_command("balance", 0, Path("model"), {"files": {k: f"{k}.parquet" for k in (
         "train", "heldout_filtered", "heldout_all")}}, replace(SIZE, warmup_steps=1), 4, Path("run"), 16)
-    assert learning.KV_BLOCK in command
+    assert learning_protocol.KV_BLOCK in command
 
 
 def test_a_stopped_attempt_keeps_its_wall_time_and_its_trainer_is_stopped(tmp_path, monkeypatch):
@@ -395,18 +403,20 @@ def test_a_stopped_attempt_keeps_its_wall_time_and_its_trainer_is_stopped(tmp_pa
     import sys
 
     started = []
-    monkeypatch.setattr(learning, "base_measured", lambda *a, **k: True)
-    monkeypatch.setattr(learning, "run_command", lambda *a, **k: [sys.executable, "-c", "import time; time.sleep(60)"])
+    monkeypatch.setattr(learning_training, "base_measured", lambda *a, **k: True)
+    monkeypatch.setattr(learning_training, "run_command",
+                        lambda *a, **k: [sys.executable, "-c", "import time; time.sleep(60)"])
 
     def follow(process, *args):
         started.append(process)
         raise SystemExit(143)
 
-    monkeypatch.setattr(learning, "_follow", follow)
+    monkeypatch.setattr(learning_training, "_follow", follow)
     with pytest.raises(SystemExit):
-        learning.train_run("grpo_n4", 0, tmp_path / "model", {}, SIZE, 4, tmp_path / "work", tmp_path / "results", 16)
+        learning_training.train_run("grpo_n4", 0, tmp_path / "model", {}, SIZE, 4, tmp_path / "work",
+                                    tmp_path / "results", 16)
     assert started[0].poll() is not None  # stopped with everything it started
     (attempt,) = [json.loads(line) for line in
                   (tmp_path / "work" / "runs" / "grpo_n4" / "seed0" / "attempts.jsonl").read_text().splitlines()]
     assert attempt["attempt"] == 0 and attempt["wall_s"] > 0 and attempt["returncode"] != 0
-    assert not learning.record_path(tmp_path / "results", "grpo_n4", 0).exists()
+    assert not learning_records.record_path(tmp_path / "results", "grpo_n4", 0).exists()

@@ -1,0 +1,49 @@
+"""The learning study's figure, ``curves.png``: each method's held-out accuracy (mean and 95% interval over its
+finished seeds) against training step, responses sampled and training wall time."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from studies.learning.protocol import Size
+from studies.learning.summary import method_order
+from studies.stats import mean_ci
+
+
+def plot(rows: list[dict], size: Size, path: Path) -> None:
+    """Draws the finished runs' held-out curves into ``path``.
+
+    Args:
+        rows: One row per method, seed and evaluated step (:func:`studies.learning.records.collect`); unfinished
+            runs' rows are left out.
+        size: The sizes the rows were measured with (its ``eval_k`` labels the accuracy axis).
+        path: The PNG file to write.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for method in sorted({r["method"] for r in rows}, key=method_order):
+        mine = [r for r in rows if r["method"] == method and r["finished"]]
+        steps = sorted({r["step"] for r in mine})
+        if not steps:
+            continue
+        at = [[r for r in mine if r["step"] == s] for s in steps]
+        acc = [100 * mean_ci([r["heldout_acc"] for r in group])[0] for group in at]
+        ci = [100 * mean_ci([r["heldout_acc"] for r in group])[1] for group in at]
+        ci = [0.0 if math.isnan(c) else c for c in ci]
+        for ax, x in zip(axes, (steps, [mean_ci([r["samples"] for r in g])[0] for g in at],
+                                [mean_ci([r["wall_s"] for r in g])[0] / 60 for g in at])):
+            ax.errorbar(x, acc, yerr=ci, marker="o", capsize=3, label=method)
+    for ax, label in zip(axes, ("training step", "samples generated", "training wall time (min)")):
+        ax.set_xlabel(label)
+        ax.set_ylabel(f"held-out Avg@{size.run.eval_k}, filtered (%)")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.suptitle("Held-out accuracy, mean and 95% interval over seeds")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

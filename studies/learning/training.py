@@ -1,0 +1,189 @@
+"""One training run of the learning study through verl's trainer: its command line, started, followed and stopped
+as a process group, resumed from its last checkpoint after a kill, and, once every step is logged, its record
+(command, date, machine, wall time over every attempt, logged metrics) written under RESULTS."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from benchmarks.results import machine
+from reinforce_ada.demo import run as demo
+from studies.learning.protocol import FILTERED, KV_BLOCK, Size, method_overrides
+from studies.learning.records import merged_steps, read_records, record_path, start_of_record
+
+
+def _say(message: str) -> None:
+    print(f"[learning] {message}", flush=True)
+
+
+def with_overrides(command: list[str], overrides: list[str]) -> list[str]:
+    """``command`` with each ``key=value`` of ``overrides`` replacing the same key (Hydra's ``+`` ignored)."""
+    def key(item: str) -> str:
+        return item.split("=", 1)[0].lstrip("+")
+
+    replaced = {key(o) for o in overrides}
+    return [c for c in command if "=" not in c or key(c) not in replaced] + overrides
+
+
+def micro_batch_size(mini_batch_samples: int, most: int = 32) -> int:
+    """Samples per forward pass: the largest divisor of the mini-batch up to ``most`` (more only costs memory;
+    verl's update asserts that it divides the mini-batch, after the first rollout)."""
+    return max(d for d in range(1, most + 1) if mini_batch_samples % d == 0)
+
+
+def run_command(
+    method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, run_dir: Path, prompt_tokens: int,
+    validate_base: bool = True,
+) -> list[str]:
+    """The trainer's command line. ``validate_base``: validate before the first step (the base model)."""
+    name, group_size, overrides = method_overrides(method, size, matched_n)
+    resuming = (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").exists()
+    files = data["files"]
+    base = demo.trainer_command(
+        "GRPO-n4", model, {"train": Path(files["train"]), "test": Path(files["heldout_filtered"])},
+        replace(size.run, group_size=group_size), run_dir, prompt_tokens,
+    )
+    micro = micro_batch_size(size.run.mini_batch * group_size)
+    return with_overrides(base, [
+        f"data.val_files=[{files['heldout_filtered']},{files['heldout_all']}]",
+        "data.shuffle=true", f"data.seed={seed}", f"reinforce_ada.sampling_seed={seed}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
+        *([f"actor_rollout_ref.actor.optim.lr_warmup_steps={size.warmup_steps}"] if size.warmup_steps else []),
+        "trainer.project_name=reinforce_ada_learning", f"trainer.experiment_name={name}_seed{seed}",
+        f"trainer.save_freq={size.run.eval_every}", "trainer.max_actor_ckpt_to_keep=1", "trainer.resume_mode=auto",
+        # validation before the first step gives step 0 (once per seed and start: the seed's runs from the same
+        # weights share it); a resumed run has it already
+        f"trainer.val_before_train={'true' if validate_base and not resuming else 'false'}",
+        KV_BLOCK,
+        *overrides,
+    ])
+
+
+# the logged values a run's record keeps: the sampler's, validation, timing and the update's
+RECORDED = ("reinforce_ada/", "val-core/", "timing_s/", "actor/", "response_length/", "critic/score/")
+
+
+def base_measured(results: Path, work: Path, size: Size, seed: int, start_id: str | None = None) -> bool:
+    """Whether some run of ``seed`` has validated its start (step 0), finished or not; with ``start_id``, only
+    a finished run from that start counts (this work folder's runs all have this session's start)."""
+    if any(r["seed"] == seed and 0 in r["steps"] and (start_id is None or
+                                                      start_of_record(r) == start_id)
+           for r in read_records(results, size)):
+        return True
+    return any(0 in merged_steps(run_dir) for run_dir in (work / "runs").glob(f"*/seed{seed}"))
+
+
+def train_run(
+    method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, work: Path, results: Path,
+    prompt_tokens: int, start_id: str | None = None,
+) -> Path:
+    """Runs (or resumes, or skips if finished) one method at one seed from ``model``; returns its record.
+
+    The seed's first run validates the start (step 0) too; the seed's other runs share it. ``start_id``: the
+    start's fingerprint, recorded (the second protocol pairs runs on it).
+    """
+    name = method_overrides(method, size, matched_n)[0]
+    run_dir = work / "runs" / name / f"seed{seed}"
+    record = record_path(results, name, seed)
+    if record.exists():
+        _say(f"3/4 {name} seed {seed}: finished before, skipped ({record})")
+        return record
+    validate_base = not base_measured(results, work, size, seed, start_id)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if start_id:  # which start an unfinished run has (its record will say it too)
+        (run_dir / "start.txt").write_text(start_id + "\n")
+    attempt = len(list(run_dir.glob("metrics_*.jsonl")))
+    command = run_command(method, seed, model, data, size, matched_n, run_dir, prompt_tokens, validate_base)
+    (run_dir / f"command_{attempt:02d}.txt").write_text(shlex.join(command) + "\n")
+    metrics_file = run_dir / f"metrics_{attempt:02d}.jsonl"
+    log = run_dir / f"trainer_{attempt:02d}.log"
+    done_before = sorted(s for s in merged_steps(run_dir) if s > 0)
+    _say(f"3/4 {name} seed {seed}: " + (f"resuming after step {done_before[-1]}" if done_before else "starting")
+         + f" (verl's trainer; log {log})")
+    start = time.perf_counter()
+    with open(log, "w") as stream:
+        process = subprocess.Popen(
+            command, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True,
+            env=demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(metrics_file)}),
+        )
+        try:
+            _follow(process, metrics_file, name, seed, size, start)
+        except BaseException:
+            stop_trainer(process)
+            raise
+        finally:  # a stopped attempt's time counts too (SIGTERM reaches here as SystemExit)
+            with open(run_dir / "attempts.jsonl", "a") as f:
+                f.write(json.dumps({"attempt": attempt, "wall_s": time.perf_counter() - start,
+                                    "returncode": process.returncode,
+                                    "date": datetime.datetime.now().isoformat(timespec="seconds")}) + "\n")
+    if process.returncode != 0:
+        demo.fail(f"{name} seed {seed}: verl's trainer exited with status {process.returncode} "
+                  "(rerun the benchmark to resume from the last checkpoint)", log, "learning")
+    steps = sorted(s for s in merged_steps(run_dir) if s > 0)
+    if steps != list(range(1, size.run.steps + 1)):
+        demo.fail(f"{name} seed {seed}: the trainer logged steps {steps}, expected 1..{size.run.steps}", log,
+                  "learning")
+    attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
+    logged = {step: {k: v for k, v in values.items() if k.startswith(RECORDED)}
+              for step, values in sorted(merged_steps(run_dir).items())}
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({
+        "method": name, "seed": seed, "date": datetime.date.today().isoformat(), "machine": machine(),
+        "wall_s": sum(a["wall_s"] for a in attempts), "attempts": len(attempts),
+        "attempt_dates": sorted({a["date"][:10] for a in attempts}),
+        "command": (run_dir / f"command_{attempt:02d}.txt").read_text().strip(),
+        "commands": [path.read_text().strip() for path in sorted(run_dir.glob("command_*.txt"))],
+        "size": size.record(),
+        **({"start": {"model": str(model), "fingerprint": start_id}} if start_id else {}),
+        "steps": logged,
+    }, indent=1) + "\n")
+    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # 1.6 GB; the run is over
+    return record
+
+
+def _follow(process: subprocess.Popen, metrics_file: Path, name: str, seed: int, size: Size, start: float) -> None:
+    """Reports each step the trainer logs to ``metrics_file`` as it comes, and a note every 2 minutes without one,
+    until the trainer exits."""
+    shown, last_note = 0, time.perf_counter()
+    while process.poll() is None:
+        time.sleep(3)
+        rows = demo.read_jsonl(metrics_file)
+        for row in rows[shown:]:
+            values, step = row["data"], row["step"]
+            held_out = values.get(f"val-core/{FILTERED}/reward/mean@{size.run.eval_k}")
+            extra = f", held-out Avg@{size.run.eval_k} {held_out:.3f}" if held_out is not None else ""
+            if step == 0:
+                _say(f"3/4 {name} seed {seed}: base model{extra}")
+                continue
+            _say(f"3/4 {name} seed {seed} step {step}/{size.run.steps}: "
+                 f"{values.get('reinforce_ada/samples_total', 0):.0f} samples, "
+                 f"train pass rate {values.get('reinforce_ada/pass_rate_mean', float('nan')):.3f}, "
+                 f"step {values.get('timing_s/step', 0):.0f} s{extra}")
+        if len(rows) != shown:
+            shown, last_note = len(rows), time.perf_counter()
+        elif time.perf_counter() - last_note > 120:
+            _say(f"3/4 {name} seed {seed}: running, {demo.minutes(time.perf_counter() - start)} since start")
+            last_note = time.perf_counter()
+
+
+def stop_trainer(process: subprocess.Popen) -> None:
+    """Stops the trainer and everything it started (Ray, vLLM); a rerun resumes it."""
+    if process.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, sig)
+            process.wait(timeout=wait)
+            return
+        except (subprocess.TimeoutExpired, ProcessLookupError):
+            continue
