@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import random
 import shlex
@@ -56,6 +57,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmarks.results import machine
+from reinforce_ada.core.messages import say
 from studies.gradient_quality.design import DEFAULT, QUICK, Size
 from studies.gradient_quality.pools import WallTime, make_pools
 from studies.gradient_quality.replay import analyse, load_split
@@ -65,8 +67,7 @@ from studies.gradient_quality.sketches import make_sketches
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _say(message: str) -> None:
-    print(f"[gradient_quality] {message}", flush=True)
+_say = functools.partial(say, speaker="gradient_quality")
 
 
 def learning_sets(work: Path, size: Size, model: Path) -> tuple[list[dict], list[dict]]:

@@ -4,16 +4,16 @@ for more; and the wall time their making and sketching took, kept beside them.""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
 
+from reinforce_ada.core.messages import say
 from reinforce_ada.core.tracker import prompt_identity
 from studies.gradient_quality.design import Size
 
-
-def _say(message: str) -> None:
-    print(f"[gradient_quality] {message}", flush=True)
+_say = functools.partial(say, speaker="gradient_quality")
 
 
 class WallTime:

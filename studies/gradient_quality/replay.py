@@ -5,12 +5,14 @@ from a jackknife over training prompts."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
 
 from reinforce_ada.core.advantage import outcome_advantages
 from reinforce_ada.core.config import SamplerConfig
+from reinforce_ada.core.messages import say
 from reinforce_ada.core.step import run_step
 from reinforce_ada.core.tracker import PassRateTracker, plan_first_requests
 from studies.gradient_quality.design import PAIRED_REFERENCES, Size, method_configs
@@ -18,9 +20,7 @@ from studies.gradient_quality.pools import pool_key, read_pool
 from studies.gradient_quality.sketches import read_sketched
 from studies.stats import t_quantile
 
-
-def _say(message: str) -> None:
-    print(f"[gradient_quality] {message}", flush=True)
+_say = functools.partial(say, speaker="gradient_quality")
 
 
 def load_split(pool_folder: Path, sketch_folder: Path, prompts: list[dict], k: int) -> list[dict]:

@@ -4,19 +4,20 @@ log-probability given its prompt, a batch of responses per forward and backward 
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
 import numpy as np
 
+from reinforce_ada.core.messages import say
 from studies.gradient_quality.design import Size
 from studies.gradient_quality.pools import WallTime, pool_key, read_pool
 
 SKETCH_BATCH = 8  # responses per forward and backward pass when sketching their gradients
 
 
-def _say(message: str) -> None:
-    print(f"[gradient_quality] {message}", flush=True)
+_say = functools.partial(say, speaker="gradient_quality")
 
 
 class Sketch:

@@ -6,6 +6,7 @@ summary the results were last written with."""
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 from benchmarks.results import machine
+from reinforce_ada.core.messages import say
 from reinforce_ada.demo import run as demo
 from reinforce_ada.demo import task as demo_task
 from studies.learning.protocol import FILTERED, UNFILTERED, Size
@@ -20,8 +22,7 @@ from studies.learning.protocol import FILTERED, UNFILTERED, Size
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _say(message: str) -> None:
-    print(f"[learning] {message}", flush=True)
+_say = functools.partial(say, speaker="learning")
 
 
 def _pass_rate_rows(path: Path) -> dict[tuple[str, int], dict]:

@@ -59,12 +59,14 @@ module runs them in order.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
 
+from reinforce_ada.core.messages import say
 from reinforce_ada.demo import run as demo
 from studies.learning.data import merge_pass_rates, prepare_data, recorded_data
 from studies.learning.protocol import EASY, FORMAT_STEPS, PROTOCOLS, balance_samples_per_prompt, method_overrides
@@ -76,8 +78,7 @@ from studies.learning.training import train_run
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _say(message: str) -> None:
-    print(f"[learning] {message}", flush=True)
+_say = functools.partial(say, speaker="learning")
 
 
 def main(argv: list[str] | None = None) -> None:

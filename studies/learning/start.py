@@ -4,19 +4,19 @@ sweep's folders and the rule that picks its rate."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import shlex
 import subprocess
 from dataclasses import replace
 from pathlib import Path
 
+from reinforce_ada.core.messages import say
 from reinforce_ada.demo import run as demo
 from studies.learning.protocol import FORMAT_LR, FORMAT_SEED, FORMAT_STEPS, Protocol, Size, method_overrides
 from studies.learning.training import stop_trainer, with_overrides
 
-
-def _say(message: str) -> None:
-    print(f"[learning] {message}", flush=True)
+_say = functools.partial(say, speaker="learning")
 
 
 def format_checkpoint(work: Path, model: Path, data: dict, size: Size, steps: int = FORMAT_STEPS) -> Path:

@@ -5,6 +5,7 @@ as a process group, resumed from its last checkpoint after a kill, and, once eve
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import shlex
@@ -16,13 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.results import machine
+from reinforce_ada.core.messages import say
 from reinforce_ada.demo import run as demo
 from studies.learning.protocol import FILTERED, KV_BLOCK, Size, method_overrides
 from studies.learning.records import merged_steps, read_records, record_path, start_of_record
 
-
-def _say(message: str) -> None:
-    print(f"[learning] {message}", flush=True)
+_say = functools.partial(say, speaker="learning")
 
 
 def with_overrides(command: list[str], overrides: list[str]) -> list[str]:
