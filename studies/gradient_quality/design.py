@@ -1,14 +1,14 @@
 """What the gradient-quality study measures and at what size: the pools, sketches and replays' sizes (full and
-quick), every method as the package's core samples it, and the primary measure and the references each method's
-paired difference is taken against, all fixed before the first full run."""
+quick), its design (every method as the package's core samples it, the GRPO matched to balance and the references
+its paired differences are taken against) and the primary measure, all fixed before the runs that use them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from reinforce_ada.core.config import SamplerConfig
 
-PAIRED_REFERENCES = ("grpo_n4", "balance")  # every method's paired difference is taken against these
 PRIMARY = "cos_heldout"  # fixed before the first full run: the update's cosine with the held-out gradient
 
 
@@ -24,9 +24,14 @@ class Size:
         heldout_k: Responses pooled per held-out question, for the held-out gradient.
         dims: Dimensions the per-response gradients are count-sketched to.
         batch: Training prompts per replayed batch.
-        batches: Batches drawn, each a random set of ``batch`` training prompts.
-        replays_per_batch: Replays of each batch, each in another seeded order of its pools.
+        batches: Batches replayed, in rounds: each round a random partition of the training prompts' groups into
+            batches, so ``batches`` is a multiple of ``train_prompts / batch``
+            (:func:`studies.gradient_quality.intervals.partition_rounds`).
+        replays_per_batch: Replays of each batch in other seeded orders of its pools (for the cosines and the gain),
+            and as many in fresh draws with replacement from them (for the SNR).
         max_tokens: The longest response sampled into a pool, in tokens.
+        group: Training prompts per group: the prompts are split once into random groups, every batch is made of
+            whole groups, and the intervals take the groups as the sampled units.
     """
 
     train_prompts: int = 48
@@ -38,24 +43,56 @@ class Size:
     batches: int = 60
     replays_per_batch: int = 8
     max_tokens: int = 32
+    group: int = 4
 
 
 DEFAULT = Size()
 QUICK = Size(train_prompts=4, train_k=64, heldout_prompts=4, heldout_k=8, dims=512, batch=2, batches=6,
-             replays_per_batch=4)
+             replays_per_batch=4, group=1)
 
 
-def method_configs(matched_n: int) -> dict[str, SamplerConfig]:
-    """Every method, as the package's core runs it (n 4; M 8 and R 4 for the adaptive ones, N_max 32)."""
-    grpo = {f"grpo_n{k}": SamplerConfig(n=k, round_size=k, max_rounds=1) for k in (4, 8, 16, matched_n)}
-    seq = {
-        "balance": SamplerConfig(),
-        "balance_stratified": SamplerConfig(downsample_correction="stratified"),
-        "pos": SamplerConfig(variant="pos"),
-        "pos_stratified": SamplerConfig(variant="pos", downsample_correction="stratified"),
-        "balance_inverse": SamplerConfig(prompt_weight="inverse"),
-        "balance_inverse_stratified": SamplerConfig(prompt_weight="inverse", downsample_correction="stratified"),
-        "est": SamplerConfig(variant="est"),
-        "balance_budget2": SamplerConfig(sample_budget=2.0),
-    }
-    return {**grpo, **seq}
+def grpo(n: int) -> SamplerConfig:
+    """GRPO-n as the core runs it: one round of n, every sample kept."""
+    return SamplerConfig(n=n, round_size=n, max_rounds=1)
+
+
+def matched_n(samples_per_prompt: float, most: int) -> int:
+    """The n of the GRPO matched to a method: its mean responses per prompt on the pools, rounded, in [1, most]."""
+    return int(min(most, max(1, round(samples_per_prompt))))
+
+
+@dataclass(frozen=True)
+class Design:
+    """One set of methods and comparisons, fixed before its runs (studies/gradient_quality/README.md).
+
+    Attributes:
+        name: ``first``, the base and format checkpoints' runs.
+        candidates: The adaptive methods, by name (n 4; M 8 and R 4, N_max 32 unless set otherwise).
+        grpo: The GRPO n's measured whatever the candidates draw.
+        matched: The candidates each measured against a GRPO at its own mean responses per prompt on the pools.
+        references: Every method's paired difference is also taken against each of these.
+        checks: Candidates that draw and keep what their matched GRPO does, by construction: their paired
+            difference must be 0 (a check of the replays), and no rule chooses them.
+    """
+
+    name: str
+    candidates: Mapping[str, SamplerConfig]
+    grpo: tuple[int, ...]
+    matched: tuple[str, ...]
+    references: tuple[str, ...] = ()
+    checks: tuple[str, ...] = field(default=())
+
+
+FIRST = Design(
+    "first",
+    {"balance": SamplerConfig(),
+     "balance_stratified": SamplerConfig(downsample_correction="stratified"),
+     "pos": SamplerConfig(variant="pos"),
+     "pos_stratified": SamplerConfig(variant="pos", downsample_correction="stratified"),
+     "balance_inverse": SamplerConfig(prompt_weight="inverse"),
+     "balance_inverse_stratified": SamplerConfig(prompt_weight="inverse", downsample_correction="stratified"),
+     "est": SamplerConfig(variant="est"),
+     "balance_budget2": SamplerConfig(sample_budget=2.0)},
+    grpo=(4, 8, 16), matched=("balance",), references=("grpo_n4", "balance"))
+
+DESIGNS = {design.name: design for design in (FIRST,)}

@@ -54,13 +54,19 @@ def synthetic_pools(count: int, k: int, dims: int, seed: int) -> list[dict]:
     return rows
 
 
+SMALL = design.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=6,
+                    replays_per_batch=3, group=2)
+TINY = design.Size(train_prompts=8, train_k=64, heldout_prompts=4, heldout_k=8, dims=16, batch=4, batches=4,
+                   replays_per_batch=2, group=2)
+
+
 def test_the_replays_measure_every_method_on_the_same_batches():
-    size = design.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=5,
-                   replays_per_batch=3)
+    size = SMALL
     train, heldout = synthetic_pools(12, 64, 32, 0), synthetic_pools(6, 16, 32, 1)
     result = replay.analyse(train, heldout, size, [0.3] * 12)
-    assert set(result["methods"]) == set(design.method_configs(result["matched_n"]))
-    assert 4 <= result["matched_n"] <= 32
+    matched = result["matched"]["balance"]
+    assert set(result["methods"]) == {*design.FIRST.candidates, "grpo_n4", "grpo_n8", "grpo_n16", matched}
+    assert 4 <= int(matched.removeprefix("grpo_n")) <= 32
     for name, m in result["methods"].items():
         for key in ("cos_train", "cos_heldout", "gain", "snr"):
             value, low, high = m[key]
@@ -74,8 +80,7 @@ def test_the_replays_measure_every_method_on_the_same_batches():
 
 
 def test_the_report_tables_every_method_with_its_interval(tmp_path):
-    size = design.Size(train_prompts=8, train_k=64, heldout_prompts=4, heldout_k=8, dims=16, batch=4, batches=3,
-                   replays_per_batch=2)
+    size = TINY
     result = replay.analyse(synthetic_pools(8, 64, 16, 2), synthetic_pools(4, 8, 16, 3), size, [0.3] * 8)
     ckpt = {**result, "size": vars(size), "date": "2026-12-03", "machine": "test", "wall_hours": 0.1, "command": "x"}
     text = gq_report.report({"checkpoints": {"base": ckpt}})
@@ -89,8 +94,7 @@ def test_report_only_rewrites_the_section_from_the_json_with_todays_command(tmp_
                                    "benchmarks/RESULTS.md --json=old.json --quick", "studies/gradient_quality/README.md"
                                    ) == ("python -m studies.gradient_quality --checkpoints base --quick --write "
                                          "studies/gradient_quality/README.md")
-    size = design.Size(train_prompts=8, train_k=64, heldout_prompts=4, heldout_k=8, dims=16, batch=4, batches=3,
-                   replays_per_batch=2)
+    size = TINY
     result = replay.analyse(synthetic_pools(8, 64, 16, 2), synthetic_pools(4, 8, 16, 3), size, [0.3] * 8)
     ckpt = {**result, "size": vars(size), "date": "2026-12-03", "machine": "test", "wall_hours": 0.1,
             "command": "python -m benchmarks.gradient_quality --checkpoints base --write benchmarks/RESULTS.md"}
@@ -157,11 +161,11 @@ def test_pools_and_sketches_are_made_once_resume_and_grow(tmp_path):
         replay.load_split(tmp_path / "pools", tmp_path / "sketch", grown, 8)
 
 
-def test_paired_differences_are_taken_on_the_same_batches_with_a_jackknife_over_prompts():
-    size = design.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=8,
-                   replays_per_batch=3)
+def test_paired_differences_are_taken_on_the_same_batches_with_intervals_over_groups_of_prompts():
+    size = design.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=9,
+                       replays_per_batch=3, group=2)
     result = replay.analyse(synthetic_pools(12, 64, 32, 4), synthetic_pools(6, 16, 32, 5), size, [0.3] * 12)
-    for reference in design.PAIRED_REFERENCES:
+    for reference in design.FIRST.references:
         rows = result["paired"][reference]
         assert reference not in rows and set(rows) == set(result["methods"]) - {reference}
         for method, d in rows.items():
@@ -176,7 +180,7 @@ def test_paired_differences_are_taken_on_the_same_batches_with_a_jackknife_over_
             assert snr == pytest.approx(expected) and snr_low <= snr <= snr_high
     text = gq_report.report({"checkpoints": {"base": {**result, "size": vars(size), "date": "d", "machine": "m",
                                                "wall_hours": 0.1, "command": "x"}}})
-    assert "Paired difference to grpo_n4" in text and "jackknife over training prompts" in text
+    assert "Paired difference to grpo_n4" in text and "groups of training prompts" in text
 
 
 @pytest.mark.parametrize("tied", [True, False])

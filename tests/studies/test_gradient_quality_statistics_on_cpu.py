@@ -1,10 +1,26 @@
-"""The gradient-quality study's statistics: its batches come in rounds of partitions of whole groups of prompts, and
-its intervals cover a known truth in a simulation of the design."""
+"""The gradient-quality study's statistics: its batches come in rounds of partitions of whole groups of prompts, its
+intervals cover a known truth in a simulation of the design, the SNR's noise is that of fresh draws, and every
+interval is recomputed from the results JSON alone."""
+
+import json
 
 import numpy as np
 import pytest
+from test_gradient_quality_on_cpu import synthetic_pools
 
-from studies.gradient_quality import coverage, intervals
+from studies.gradient_quality import coverage, design, intervals, replay
+from studies.gradient_quality import report as gq_report
+
+SIZE = design.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=24, batch=4, batches=6,
+                   replays_per_batch=3, group=2)
+
+
+@pytest.fixture(scope="module")
+def first_design():
+    """The first design replayed on synthetic pools, as its results JSON holds it."""
+    result = replay.analyse(synthetic_pools(12, 64, 24, 10), synthetic_pools(6, 16, 24, 11), SIZE, [0.3] * 12)
+    return json.loads(json.dumps({**result, "size": vars(SIZE), "date": "2026-12-06", "machine": "test",
+                                  "wall_hours": 0.1, "command": "python -m studies.gradient_quality"}))
 
 
 def test_batches_come_in_rounds_of_partitions_of_whole_groups():
@@ -44,3 +60,70 @@ def test_a_ratio_is_linearized_and_a_constant_has_no_variance():
     assert value == pytest.approx(20 / 6 / 4)
     batches, groups = intervals.partition_rounds(8, 4, 4, np.random.default_rng(0), group=2)
     assert intervals.interval(1.5, np.ones(4), batches, groups) == [1.5, 1.5, 1.5]
+
+
+def prompt_model(count: int, dims: int, seed: int) -> list[dict]:
+    """Prompts whose responses are drawn afresh: pass rate p, score direction g, per-response noise of SD 2."""
+    rng = np.random.default_rng(seed)
+    shared = rng.normal(size=dims)
+    return [{"p": rng.uniform(0.15, 0.6), "g": shared + rng.normal(size=dims)} for _ in range(count)]
+
+
+def fresh_pool(prompt: dict, k: int, rng: np.random.Generator) -> dict:
+    rewards = (rng.random(k) < prompt["p"]).astype(float)
+    grads = np.where(rewards[:, None] > 0, prompt["g"], -prompt["g"] * prompt["p"] / (1 - prompt["p"]))
+    return {"rewards": rewards, "grads": grads + rng.normal(scale=2.0, size=(k, len(prompt["g"]))),
+            "tokens": rng.integers(5, 30, size=k).astype(float)}
+
+
+def test_the_snr_noise_is_that_of_fresh_draws_whatever_share_of_the_pool_is_drawn():
+    """GRPO-n4 to n28 on pools of 32: against the truth (each replay a pool drawn afresh), the SNR per response
+    from draws with replacement stays within 25%, while replays of one fixed pool (the old estimate) find less noise
+    the more of the pool a method draws, and an SNR per response that rises with the draw."""
+    model, half, replays = prompt_model(6, 32, 0), 32, 16
+    rng = np.random.default_rng(1)
+    ratios = {"new": [], "old": []}
+    for k in (4, 16, 28):
+        config = design.grpo(k)
+        true_signal = new_signal = old_signal = true_noise = new_noise = old_noise = 0.0
+        for _ in range(12):
+            fresh = [[fresh_pool(p, half, rng) for p in model] for _ in range(replays)]
+            updates = np.stack([replay.replay(config, pools, [np.arange(half)] * len(model))[0] for pools in fresh])
+            true_noise += ((updates - updates.mean(0)) ** 2).sum() / (replays - 1)
+            true_signal += updates.mean(0) @ updates.mean(0) - ((updates - updates.mean(0)) ** 2).sum() / (
+                replays - 1) / replays
+            pools = [fresh_pool(p, half, rng) for p in model]
+            orders = [[rng.permutation(half) for _ in model] for _ in range(replays)]
+            draws = [[rng.integers(0, half, size=half) for _ in model] for _ in range(replays)]
+            new = replay.batch_measures(config, pools, orders, draws, np.zeros(32), np.ones(32))
+            old = replay.batch_measures(config, pools, orders, orders, np.zeros(32), np.ones(32))
+            new_signal, new_noise = new_signal + new["signal"], new_noise + new["noise"]
+            old_signal, old_noise = old_signal + old["signal"], old_noise + old["noise"]
+        truth = true_signal / true_noise
+        ratios["new"].append(new_signal / new_noise / truth)
+        ratios["old"].append(old_signal / old_noise / truth)
+        assert 0.75 < new_noise / true_noise < 1.25, k  # the noise of fresh draws, at every draw
+    assert all(0.75 < r < 1.33 for r in ratios["new"]), ratios
+    assert ratios["old"][0] < 1.5 and ratios["old"][-1] > 3 * ratios["old"][0], ratios  # rises with the draw
+
+
+def test_every_interval_is_recomputed_from_the_json_alone(first_design):
+    ckpt = first_design
+    assert ckpt["interval"] == intervals.METHOD and len(ckpt["batches"]) == SIZE.batches
+    for name, m in ckpt["methods"].items():
+        assert set(m["per_batch"]) == {"cos_train", "cos_heldout", "gain", "signal", "noise", "samples_per_prompt"}
+        assert all(len(v) == SIZE.batches for v in m["per_batch"].values())
+        for key in intervals.MEASURES:
+            assert intervals.from_json(ckpt, key, name) == pytest.approx(m[key]), (name, key)
+    for reference, rows in ckpt["paired"].items():
+        for name, pair in rows.items():
+            for key in replay.PAIRED:
+                assert intervals.from_json(ckpt, key, name, reference) == pytest.approx(pair[key]), (name, key)
+    for name, pair in ckpt["paired_matched"].items():
+        assert intervals.from_json(ckpt, "cos_heldout", name, pair["reference"]) == pytest.approx(pair["cos_heldout"])
+    # what the report printed is what the JSON recomputes
+    text = gq_report.report({"checkpoints": {"base": ckpt}})
+    value, low, high = intervals.from_json(ckpt, "cos_heldout", "balance")
+    assert f"| {value:.3f} [{low:.3f}, {high:.3f}] |" in text
+    value, low, high = intervals.from_json(ckpt, "cos_heldout", "pos", "balance")
+    assert f"| pos | {value:.4f} [{low:.4f}, {high:.4f}] |" in text
