@@ -17,7 +17,7 @@ from reinforce_ada.core.messages import say
 from reinforce_ada.core.step import run_step
 from reinforce_ada.core.tracker import PassRateTracker, plan_first_requests
 from studies.gradient_quality import intervals
-from studies.gradient_quality.design import FIRST, PRIMARY, Design, Size, grpo, matched_n
+from studies.gradient_quality.design import FIRST, PRIMARY, Design, Size, decide, grpo, matched_n
 from studies.gradient_quality.pools import pool_key, read_pool
 from studies.gradient_quality.sketches import read_sketched
 
@@ -202,4 +202,6 @@ def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list
            "paired_matched": {name: {"reference": matched[name], **paired(name, matched[name])} for name in matched},
            "pass_rate_train": float(np.mean([r["rewards"].mean() for r in train])),
            "pass_rate_heldout": float(np.mean([q["rewards"].mean() for q in heldout]))}
+    if design.decides:
+        out["decision"] = decide(out["paired_matched"], design.checks)
     return out

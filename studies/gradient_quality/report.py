@@ -1,6 +1,6 @@
 """The gradient-quality study's report: the measured checkpoints (the ``--json`` results) in, the tables of its
-README section out (every method's measures and the paired differences), each checkpoint with the command that
-measures it again."""
+README section out (every method's measures, the paired differences, and for the equal-samples design each candidate
+against its matched GRPO and the decision), each checkpoint with the command that measures it again."""
 
 from __future__ import annotations
 
@@ -114,12 +114,37 @@ def _paired_tables(ckpt: dict) -> list[str]:
     return lines
 
 
+def _matched_table(ckpt: dict) -> list[str]:
+    """Each candidate against the GRPO that draws what it draws on these pools, and the decision."""
+    pairs = ckpt.get("paired_matched", {})
+    if not pairs or ckpt.get("design", "first") == "first":
+        return []
+    methods = ckpt["methods"]
+    lines = ["", "At equal samples: each candidate minus the GRPO at its own mean responses per prompt on these pools, "
+             "on the same batches and replays (primary: the cosine with the held-out gradient):", "",
+             "| candidate | responses / prompt | matched GRPO | cos with held-out gradient | SNR per response | "
+             "cos with batch reference | interval above 0 |", "|---|---:|---|---:|---:|---:|---|"]
+    for name, d in pairs.items():
+        above = "check" if name in ckpt.get("checks", ()) else ("yes" if d["cos_heldout"][1] > 0 else "no")
+        lines.append(f"| {name} | {methods[name]['samples_per_prompt']:.2f} | {d['reference']} | "
+                     f"{_cell(d['cos_heldout'], 4)} | {_cell(d['snr_per_sample'], 4)} | {_cell(d['cos_train'], 4)} | "
+                     f"{above} |")
+    decision = ckpt.get("decision")
+    if decision:
+        chosen = ", ".join(decision["chosen"]) or "none"
+        lines += ["", (f"Decision (the design's rule): {chosen} go(es) to the next learning protocol, "
+                       + ("its paired difference's interval above 0." if decision["resolved"] else
+                          "the largest paired difference, none with an interval above 0."))]
+    return lines
+
+
 def report(results: dict, write: str | None = None) -> str:
-    """The section's text: per checkpoint, its sizes and reliability, every method's measures and the paired
-    differences. ``write``: the file the section goes to, named in each checkpoint's command."""
+    """The section's text: per checkpoint, its sizes and reliability, every method's measures, the paired
+    differences and, for the equal-samples design, each candidate against its matched GRPO and the decision.
+    ``write``: the file the section goes to, named in each checkpoint's command."""
     lines = []
     for name, ckpt in results["checkpoints"].items():
-        lines += _checkpoint_lines(name, ckpt) + _methods_table(ckpt) + _paired_tables(ckpt)
+        lines += _checkpoint_lines(name, ckpt) + _methods_table(ckpt) + _paired_tables(ckpt) + _matched_table(ckpt)
         lines += ["", f"Command: `{rerun_command(ckpt['command'], write)}`", ""]
     return "\n".join(lines)
 

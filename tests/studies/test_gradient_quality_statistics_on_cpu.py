@@ -1,6 +1,7 @@
-"""The gradient-quality study's statistics: its batches come in rounds of partitions of whole groups of prompts, its
-intervals cover a known truth in a simulation of the design, the SNR's noise is that of fresh draws, and every
-interval is recomputed from the results JSON alone."""
+"""The gradient-quality study's statistics and equal-samples design: its batches come in rounds of partitions of
+whole groups of prompts, its intervals cover a known truth in a simulation of the design, the SNR's noise is that
+of fresh draws, every interval is recomputed from the results JSON alone, and the equal-samples candidates are
+matched, checked and decided on as the design says."""
 
 import json
 
@@ -21,6 +22,17 @@ def first_design():
     result = replay.analyse(synthetic_pools(12, 64, 24, 10), synthetic_pools(6, 16, 24, 11), SIZE, [0.3] * 12)
     return json.loads(json.dumps({**result, "size": vars(SIZE), "date": "2026-12-06", "machine": "test",
                                   "wall_hours": 0.1, "command": "python -m studies.gradient_quality"}))
+
+
+@pytest.fixture(scope="module")
+def equal_samples():
+    """The equal-samples design replayed on synthetic pools, as its results JSON holds it."""
+    result = replay.analyse(synthetic_pools(12, 64, 24, 10), synthetic_pools(6, 16, 24, 11), SIZE, [0.3] * 12,
+                            design.EQUAL_SAMPLES)
+    return json.loads(json.dumps({**result, "size": vars(SIZE), "date": "2026-12-06", "machine": "test",
+                                  "wall_hours": 0.1, "checkpoint": "protocol_start", "start_weights": "abc",
+                                  "command": "python -m studies.gradient_quality --checkpoints protocol_start "
+                                             "--design equal_samples"}))
 
 
 def test_batches_come_in_rounds_of_partitions_of_whole_groups():
@@ -127,3 +139,61 @@ def test_every_interval_is_recomputed_from_the_json_alone(first_design):
     assert f"| {value:.3f} [{low:.3f}, {high:.3f}] |" in text
     value, low, high = intervals.from_json(ckpt, "cos_heldout", "pos", "balance")
     assert f"| pos | {value:.4f} [{low:.4f}, {high:.4f}] |" in text
+
+
+def test_every_equal_samples_interval_is_recomputed_from_the_json_alone(equal_samples):
+    ckpt = equal_samples
+    assert ckpt["interval"] == intervals.METHOD and len(ckpt["batches"]) == SIZE.batches
+    for name, m in ckpt["methods"].items():
+        assert set(m["per_batch"]) == {"cos_train", "cos_heldout", "gain", "signal", "noise", "samples_per_prompt"}
+        assert all(len(v) == SIZE.batches for v in m["per_batch"].values())
+        for key in intervals.MEASURES:
+            assert intervals.from_json(ckpt, key, name) == pytest.approx(m[key]), (name, key)
+    for name, pair in ckpt["paired_matched"].items():
+        for key in replay.PAIRED:
+            assert intervals.from_json(ckpt, key, name, pair["reference"]) == pytest.approx(pair[key]), (name, key)
+    # what the report printed is what the JSON recomputes
+    text = gq_report.report({"checkpoints": {"protocol_start_equal_samples": ckpt}})
+    name = "est"
+    value, low, high = intervals.from_json(ckpt, "cos_heldout", name, ckpt["matched"][name])
+    assert f"| {name} | 4.00 | grpo_n4 | {value:.4f} [{low:.4f}, {high:.4f}] |" in text
+
+
+def test_equal_samples_candidates_meet_their_budgets_and_their_matched_grpo(equal_samples):
+    ckpt, methods = equal_samples, equal_samples["methods"]
+    assert set(ckpt["matched"]) == set(design.EQUAL_SAMPLES.candidates)
+    for name, grpo_name in ckpt["matched"].items():
+        drew = methods[name]["samples_per_prompt"]
+        assert grpo_name == f"grpo_n{design.matched_n(drew, SIZE.train_k // 2)}" and grpo_name in methods
+        budget = design.EQUAL_SAMPLES.candidates[name].sample_budget
+        if budget is not None:
+            assert drew <= budget * 4 + 1e-9, name
+    assert methods["est"]["samples_per_prompt"] == 4 and ckpt["matched"]["est"] == "grpo_n4"
+    # the checks draw and keep what GRPO-n4 does: their paired difference is exactly 0 in every measure
+    for name in design.EQUAL_SAMPLES.checks:
+        assert ckpt["matched"][name] == "grpo_n4"
+        assert all(ckpt["paired_matched"][name][key] == [0.0, 0.0, 0.0] for key in replay.PAIRED), name
+    assert ckpt["decision"] == design.decide(ckpt["paired_matched"])
+
+
+def test_the_decision_rule_takes_those_above_zero_else_the_best():
+    def pair(value, low):
+        return {design.PRIMARY: [value, low, value + (value - low)]}
+
+    pairs = {"a": pair(0.02, -0.01), "b": pair(0.05, 0.01), "c": pair(0.03, 0.001), "d": pair(0.09, 0.02),
+             "balance_budget1": pair(0.5, 0.4)}
+    assert design.decide(pairs) == {"above_zero": ["d", "b", "c"], "chosen": ["d", "b"], "resolved": True}
+    none_above = {"a": pair(0.02, -0.01), "b": pair(-0.01, -0.03), "pos_budget1": pair(0.0, 0.0)}
+    assert design.decide(none_above) == {"above_zero": [], "chosen": ["a"], "resolved": False}
+
+
+def test_the_report_shows_the_equal_samples_table_and_the_decision(equal_samples):
+    text = gq_report.report({"checkpoints": {"protocol_start_equal_samples": equal_samples}})
+    assert "### Checkpoint: protocol_start, equal samples design" in text and "Start: weights abc." in text
+    assert "At equal samples: each candidate minus the GRPO" in text and "Decision (the design's rule):" in text
+    assert "| balance_budget1 | 4.00 | grpo_n4 |" in text and "| check |" in text
+    assert "Satterthwaite" in text and "fresh draws" in text and "Paired difference to" not in text
+    # a record measured with the old intervals says so
+    old = {**equal_samples, "design": "first", "matched_n": 5, "balance_samples_per_prompt": 5.0}
+    del old["interval"]
+    assert "too wide" in gq_report.report({"checkpoints": {"base": old}})
