@@ -222,3 +222,71 @@ def test_the_batched_sketch_refuses_a_parameter_it_does_not_cover():
     model.requires_grad_(False)
     with pytest.raises(ValueError, match="model.scale"):
         sketches.sketch_responses(model, sketch, [1, 2], [[3]])
+
+
+def test_protocol_start_is_the_learning_protocols_own_start(tmp_path, monkeypatch):
+    """Made by the learning study's own code, on the second protocol's data and sizes, in its work folder."""
+    from studies.learning import data as learning_data
+    from studies.learning import protocol as learning_protocol
+    from studies.learning import start as learning_start
+
+    calls = []
+    monkeypatch.setattr(learning_data, "prepare_data",
+                        lambda work, results, model, size, pass_range, seed: calls.append((work, results, size)) or {})
+    monkeypatch.setattr(learning_start, "format_checkpoint", lambda work, base, data, size, steps:
+                        calls.append((work, size, steps)) or work / "start")
+    second = learning_protocol.PROTOCOLS["second"]
+    assert gq.protocol_start(tmp_path, tmp_path / "base") == tmp_path / "start"
+    assert calls == [(tmp_path, gq.ROOT / second.results, second.size), (tmp_path, second.size, 5)]
+    calls.clear()
+    gq.protocol_start(tmp_path, tmp_path / "base", quick=True)
+    assert calls == [(tmp_path, tmp_path / "results", second.quick), (tmp_path, second.quick, 1)]
+
+
+def test_the_equal_samples_design_runs_at_the_protocol_start_end_to_end(tmp_path, monkeypatch):
+    """The tiny model as the protocol's start, a scripted sampler and seeded stand-in sketches (the tiny model's own
+    are checked above): pools, the equal-samples replays, the JSON under its own key with the start's weights, and
+    the section with the candidates against their GRPO."""
+    import functools
+
+    from transformers import AutoTokenizer
+
+    from reinforce_ada.tools.tiny import build
+    from studies.learning import start as learning_start
+
+    model = build(tmp_path / "tiny", train=2, test=1) / "model"
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    rng = np.random.default_rng(0)
+
+    def sampler(messages, k, token_ids):
+        texts = [[f"\\boxed{{{int(rng.integers(0, 4))}}}" for _ in range(k)] for _ in messages]
+        return [[(t, tokenizer.encode(t, add_special_tokens=False)) for t in row] for row in texts]
+
+    prompts = [{"prompt": [{"role": "user", "content": f"What is {i} plus 1?"}], "answer": str(i % 3 + 1),
+                "base_pass_rate": 0.25} for i in range(8)]
+    learning_work = tmp_path / "learning_second"
+    monkeypatch.setattr("reinforce_ada.demo.run.model_folder", lambda *a: tmp_path / "base")
+    monkeypatch.setattr(gq, "protocol_start", lambda work, base, quick:
+                        (work, base, quick) == (learning_work, tmp_path / "base", True) and model)
+    monkeypatch.setattr(gq, "learning_sets", lambda work, size, base, protocol, lw, quick:
+                        (prompts[:size.train_prompts], prompts[4:4 + size.heldout_prompts]))
+    monkeypatch.setattr(gq, "run_checkpoint", functools.partial(gq.run_checkpoint, sampler=sampler))
+
+    def make_sketches(pool_folder, out, model_path, chosen, size):
+        out.mkdir(parents=True, exist_ok=True)
+        for prompt in chosen:
+            count = len(pools.read_pool(pool_folder, prompt))
+            np.save(out / f"grad_{pools.pool_key(prompt)}.npy", rng.normal(size=(count, size.dims)).astype(np.float32))
+            np.save(out / f"tokens_{pools.pool_key(prompt)}.npy", rng.integers(3, 9, size=count))
+
+    monkeypatch.setattr(gq, "make_sketches", make_sketches)
+    results, write = tmp_path / "results.json", tmp_path / "README.md"
+    gq.main(["--checkpoints", "protocol_start", "--design", "equal_samples", "--quick", "--work", str(tmp_path / "w"),
+             "--learning-work", str(learning_work), "--json", str(results), "--write", str(write)])
+    ckpt = json.loads(results.read_text())["checkpoints"]["protocol_start_equal_samples"]
+    assert ckpt["design"] == "equal_samples" and ckpt["start_weights"] == learning_start.fingerprint(model)
+    assert set(ckpt["paired_matched"]) == set(design.EQUAL_SAMPLES.candidates) and "decision" in ckpt
+    text = write.read_text()
+    assert "### Checkpoint: protocol_start, equal samples design" in text and "Decision (the design's rule)" in text
+    assert ("Command: `python -m studies.gradient_quality --checkpoints protocol_start --design equal_samples "
+            "--quick --work") in text
