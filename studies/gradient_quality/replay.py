@@ -1,7 +1,8 @@
 """The gradient-quality study's replays and measures: every method's sampler replays each training prompt's pool
 through the package's core on the same batches and orders, its update is built with the package's advantages as
-verl's token-mean aggregates it, and is measured against the reference and held-out gradients, with intervals
-from a jackknife over training prompts."""
+verl's token-mean aggregates it, and is measured against the reference and held-out gradients; the SNR's noise comes
+from fresh draws (with replacement) from the pools. Every measure keeps its per-batch values, from which
+:mod:`studies.gradient_quality.intervals` makes its interval."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from reinforce_ada.core.config import SamplerConfig
 from reinforce_ada.core.messages import say
 from reinforce_ada.core.step import run_step
 from reinforce_ada.core.tracker import PassRateTracker, plan_first_requests
-from studies.gradient_quality.design import PAIRED_REFERENCES, Size, method_configs
+from studies.gradient_quality import intervals
+from studies.gradient_quality.design import FIRST, PRIMARY, Design, Size, decide, grpo, matched_n
 from studies.gradient_quality.pools import pool_key, read_pool
 from studies.gradient_quality.sketches import read_sketched
-from studies.stats import t_quantile
 
 _say = functools.partial(say, speaker="gradient_quality")
 
@@ -45,7 +46,8 @@ def pass_rate_gradient(rewards: np.ndarray, grads: np.ndarray) -> np.ndarray:
 
 
 def replay(config: SamplerConfig, prompts: list[dict], order: list[np.ndarray], first_requests=None):
-    """One step of the method on these prompts: each draws its first-half responses in ``order``.
+    """One step of the method on these prompts: each draws its first-half responses in ``order`` (a permutation of
+    them, or indices drawn with replacement: fresh draws from the pool).
 
     Returns:
         (the update: sum of advantage x gradient over the kept samples over their token count, as verl's
@@ -82,9 +84,62 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / norm) if norm else 0.0
 
 
-def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list[float], seed: int = 0) -> dict:
-    """Every method on the same batches and replay orders; per batch, its measures; intervals by a jackknife over
-    training prompts."""
+def batch_measures(config: SamplerConfig, prompts: list[dict], orders: list, draws: list, reference: np.ndarray,
+                   heldout_grad: np.ndarray, first_requests=None) -> dict:
+    """One method's measures on one batch.
+
+    Args:
+        config: The method.
+        prompts: The batch's training prompts (rewards, sketched gradients, token counts of their replay halves).
+        orders: Per replay, per prompt, a permutation of its replay half: the replays the cosines, the gain and the
+            responses drawn are measured on (a draw from a permutation of an i.i.d. pool is a fresh draw).
+        draws: Per replay, per prompt, indices into its replay half drawn with replacement: the replays the SNR is
+            measured on (each response independent given the pool, so that the spread of the updates is that of
+            fresh draws, whatever share of the pool a method draws). ``orders`` here gives the SNR of replays of one
+            fixed pool, as the study measured it until 2026-12-06.
+        reference: The batch's reference gradient (the sum of its prompts').
+        heldout_grad: The held-out gradient.
+        first_requests: Est's first requests, from the tracker.
+
+    Returns:
+        The batch's ``cos_train``, ``cos_heldout``, ``gain`` (means over ``orders``' replays), ``signal`` (|E u|^2)
+        and ``noise`` (E|u - E u|^2, unbiased, over ``draws``' replays) and ``samples_per_prompt``.
+    """
+    updates, drawn = zip(*(replay(config, prompts, order, first_requests) for order in orders))
+    fresh = np.stack([replay(config, prompts, draw, first_requests)[0] for draw in draws])
+    mean = fresh.mean(axis=0)
+    noise = float(((fresh - mean) ** 2).sum()) / (len(fresh) - 1)
+    unit = [u / np.linalg.norm(u) if np.linalg.norm(u) else u for u in updates]
+    return {
+        "cos_train": float(np.mean([cosine(u, reference) for u in updates])),
+        "cos_heldout": float(np.mean([cosine(u, heldout_grad) for u in updates])),
+        "gain": float(np.mean([u @ heldout_grad for u in unit])),
+        # |E u|^2: the replays' mean has |mean|^2 = |E u|^2 + noise / replays in expectation
+        "signal": float(mean @ mean) - noise / len(fresh),
+        "noise": noise,
+        "samples_per_prompt": float(np.mean(drawn)) / len(prompts),
+    }
+
+
+def summary(per_batch: list[dict], batches: list, groups: list) -> dict:
+    """A method's measures with their intervals, and the per-batch values they come from."""
+    values = {key: [row[key] for row in per_batch] for key in per_batch[0]}
+    out = {"samples_per_prompt": float(np.mean(values["samples_per_prompt"]))}
+    for key in intervals.MEASURES:
+        value, units = intervals.units(values, key)
+        out[key] = intervals.interval(value, units, batches, groups)
+    parts = intervals.variance(intervals.units(values, PRIMARY)[1], batches, groups)
+    out["prompt_share"] = parts["prompts"] / parts["variance"] if parts["variance"] else 0.0
+    return {**out, "per_batch": values}
+
+
+PAIRED = ("cos_heldout", "cos_train", "snr", "snr_per_sample")  # the measures paired differences are taken of
+
+
+def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list[float], design: Design = FIRST,
+            seed: int = 0) -> dict:
+    """Every method of ``design`` on the same batches and replays; per batch, its measures; their intervals over the
+    groups of training prompts and the rounds (:mod:`studies.gradient_quality.intervals`)."""
     half = size.train_k // 2
     quarter = half // 2  # the reference half's own halves, for its split-half reliability
     for row in train:  # reference half: the second half of each pool, in pool order
@@ -96,73 +151,40 @@ def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list
     held_a = sum(pass_rate_gradient(q["rewards"][:held_half], q["grads"][:held_half]) for q in heldout)
     held_b = sum(pass_rate_gradient(q["rewards"][held_half:], q["grads"][held_half:]) for q in heldout)
     rng = np.random.default_rng(seed)
-    batches = [rng.choice(len(train), size.batch, replace=False) for _ in range(size.batches)]
+    batches, groups = intervals.partition_rounds(len(train), size.batch, size.batches, rng, size.group)
+    longest = max([half, *(config.n_max for config in design.candidates.values())])
     orders = [[[rng.permutation(half) for _ in range(size.batch)] for _ in range(size.replays_per_batch)]
-              for _ in range(size.batches)]
-    # the matched GRPO draws what balance draws on these pools
-    balance_drawn = [replay(SamplerConfig(), [train[x] for x in b], o)[1] for b, os_ in zip(batches, orders)
-                     for o in os_]
-    matched = int(min(half, max(4, round(np.mean(balance_drawn) / size.batch))))
-    configs = method_configs(matched)
-    per_batch: dict[str, list[dict]] = {name: [] for name in configs}
-    for b, (batch, batch_orders) in enumerate(zip(batches, orders)):
-        prompts = [train[x] for x in batch]
-        reference = sum(p["reference"] for p in prompts)
-        tracker = PassRateTracker()  # Est: one earlier visit, the base model's 16 samples of each prompt (data prep)
+              for _ in batches]
+    draws = [[[rng.integers(0, half, size=longest) for _ in range(size.batch)] for _ in range(size.replays_per_batch)]
+             for _ in batches]
+    firsts = []
+    for batch in batches:  # Est: one earlier visit, the base model's 16 samples of each prompt (data prep)
+        tracker = PassRateTracker()
         for x in batch:
             tracker.update(str(x), 16, round(16 * base_rates[x]))
-        for name, config in configs.items():
-            firsts = plan_first_requests(tracker, [str(x) for x in batch], config) if config.variant == "est" else None
-            updates, drawn = zip(*(replay(config, prompts, o, firsts) for o in batch_orders))
-            updates = np.stack(updates)
-            mean = updates.mean(axis=0)
-            noise = float(((updates - mean) ** 2).sum(axis=1).sum()) / (len(updates) - 1)  # E|u - E u|^2, unbiased
-            unit = [u / np.linalg.norm(u) if np.linalg.norm(u) else u for u in updates]
-            per_batch[name].append({
-                "cos_train": float(np.mean([cosine(u, reference) for u in updates])),
-                "cos_heldout": float(np.mean([cosine(u, heldout_grad) for u in updates])),
-                "gain": float(np.mean([u @ heldout_grad for u in unit])),
-                # |E u|^2: the replays' mean has |mean|^2 = |E u|^2 + noise / replays in expectation
-                "signal": float(mean @ mean) - noise / len(updates),
-                "noise": noise,
-                "samples_per_prompt": float(np.mean(drawn)) / size.batch,
-            })
-        if (b + 1) % 10 == 0 or b + 1 == len(batches):
-            _say(f"analysis: {b + 1}/{len(batches)} batches replayed")
+        firsts.append(lambda config, batch=batch, tracker=tracker: plan_first_requests(
+            tracker, [str(x) for x in batch], config) if config.variant == "est" else None)
 
-    # batches share prompts (each prompt is in about batch x batches / prompts of them), so batches are not
-    # independent units: intervals come from a jackknife over training prompts, each estimate recomputed without
-    # the batches that hold one prompt
-    holds = [set(int(x) for x in b) for b in batches]
-    leave_out = [[i for i, members in enumerate(holds) if prompt not in members] for prompt in range(len(train))]
+    def measured(name: str, config: SamplerConfig) -> list[dict]:
+        rows = []
+        for b, batch in enumerate(batches):
+            prompts = [train[x] for x in batch]
+            rows.append(batch_measures(config, prompts, orders[b], draws[b], sum(p["reference"] for p in prompts),
+                                       heldout_grad, firsts[b](config)))
+        _say(f"analysis: {name} replayed on {len(batches)} batches")
+        return rows
 
-    def jackknife(estimate) -> list[float]:
-        """``estimate(batch indices)`` over every batch, and its 95% interval."""
-        value = float(estimate(list(range(len(batches)))))
-        partial = np.array([estimate(kept) for kept in leave_out if kept])
-        n = len(partial)
-        half = float(t_quantile(0.975, n - 1) * np.sqrt((n - 1) / n * ((partial - partial.mean()) ** 2).sum()))
-        return [value, value - half, value + half]
+    per_batch = {name: measured(name, config) for name, config in design.candidates.items()}
+    drew = {name: float(np.mean([row["samples_per_prompt"] for row in per_batch[name]])) for name in design.matched}
+    matched = {name: f"grpo_n{matched_n(drew[name], half)}" for name in design.matched}
+    grpo_ns = sorted(set(design.grpo) | {int(m.removeprefix("grpo_n")) for m in matched.values()})
+    per_batch = {**{f"grpo_n{k}": measured(f"grpo_n{k}", grpo(k)) for k in grpo_ns}, **per_batch}
+    methods = {name: summary(rows, batches, groups) for name, rows in per_batch.items()}
+    values = {name: m["per_batch"] for name, m in methods.items()}
 
-    def measure(rows: list[dict], key: str, idx: list[int]) -> float:
-        """A method's measure over the batches ``idx``: the mean of the per-batch values, or for ``snr`` the update's
-        signal-to-noise ratio, mean |E u|^2 over mean E|u - E u|^2."""
-        if key == "snr":
-            return float(np.mean([rows[i]["signal"] for i in idx]) / np.mean([rows[i]["noise"] for i in idx]))
-        return float(np.mean([rows[i][key] for i in idx]))
-
-    def summary(rows: list[dict]) -> dict:
-        samples = float(np.mean([r["samples_per_prompt"] for r in rows]))
-        result = {key: jackknife(lambda idx, key=key: measure(rows, key, idx))
-                  for key in ("cos_train", "cos_heldout", "gain", "snr")}
-        return {"samples_per_prompt": samples, **result, "snr_per_sample": [v / samples for v in result["snr"]]}
-
-    def paired(name: str, reference: str, key: str) -> list[float]:
-        """The difference of two methods' measures, each over the same batches in every jackknife replicate."""
-        return jackknife(lambda idx: measure(per_batch[name], key, idx) - measure(per_batch[reference], key, idx))
-
-    differences = {reference: {name: {key: paired(name, reference, key) for key in ("cos_heldout", "cos_train", "snr")}
-                               for name in configs if name != reference} for reference in PAIRED_REFERENCES}
+    def paired(name: str, reference: str) -> dict:
+        """The difference of two methods' measures on the same batches and replays, with its interval."""
+        return {key: intervals.estimate(values, key, name, batches, groups, reference) for key in PAIRED}
 
     reliability = {
         "train_split_half": cosine(sum(r["ref_a"] for r in train), sum(r["ref_b"] for r in train)),
@@ -172,8 +194,14 @@ def analyse(train: list[dict], heldout: list[dict], size: Size, base_rates: list
     for key in ("train_split_half", "heldout_split_half"):  # Spearman-Brown: the reliability of the whole reference
         rho = reliability[key]
         reliability[key.replace("split_half", "full")] = 2 * rho / (1 + rho) if rho > -1 else float("nan")
-    return {"matched_n": matched, "balance_samples_per_prompt": float(np.mean(balance_drawn)) / size.batch,
-            "reliability": reliability, "methods": {name: summary(rows) for name, rows in per_batch.items()},
-            "paired": differences,
-            "pass_rate_train": float(np.mean([r["rewards"].mean() for r in train])),
-            "pass_rate_heldout": float(np.mean([q["rewards"].mean() for q in heldout]))}
+    out = {"design": design.name, "interval": intervals.METHOD, "batches": [[int(x) for x in b] for b in batches],
+           "groups": [[int(x) for x in g] for g in groups], "matched": matched, "checks": list(design.checks),
+           "reliability": reliability, "methods": methods,
+           "paired": {reference: {name: paired(name, reference) for name in methods if name != reference}
+                      for reference in design.references},
+           "paired_matched": {name: {"reference": matched[name], **paired(name, matched[name])} for name in matched},
+           "pass_rate_train": float(np.mean([r["rewards"].mean() for r in train])),
+           "pass_rate_heldout": float(np.mean([q["rewards"].mean() for q in heldout]))}
+    if design.decides:
+        out["decision"] = decide(out["paired_matched"], design.checks)
+    return out

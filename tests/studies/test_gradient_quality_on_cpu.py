@@ -54,13 +54,19 @@ def synthetic_pools(count: int, k: int, dims: int, seed: int) -> list[dict]:
     return rows
 
 
+SMALL = design.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=6,
+                    replays_per_batch=3, group=2)
+TINY = design.Size(train_prompts=8, train_k=64, heldout_prompts=4, heldout_k=8, dims=16, batch=4, batches=4,
+                   replays_per_batch=2, group=2)
+
+
 def test_the_replays_measure_every_method_on_the_same_batches():
-    size = design.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=5,
-                   replays_per_batch=3)
+    size = SMALL
     train, heldout = synthetic_pools(12, 64, 32, 0), synthetic_pools(6, 16, 32, 1)
     result = replay.analyse(train, heldout, size, [0.3] * 12)
-    assert set(result["methods"]) == set(design.method_configs(result["matched_n"]))
-    assert 4 <= result["matched_n"] <= 32
+    matched = result["matched"]["balance"]
+    assert set(result["methods"]) == {*design.FIRST.candidates, "grpo_n4", "grpo_n8", "grpo_n16", matched}
+    assert 4 <= int(matched.removeprefix("grpo_n")) <= 32
     for name, m in result["methods"].items():
         for key in ("cos_train", "cos_heldout", "gain", "snr"):
             value, low, high = m[key]
@@ -74,8 +80,7 @@ def test_the_replays_measure_every_method_on_the_same_batches():
 
 
 def test_the_report_tables_every_method_with_its_interval(tmp_path):
-    size = design.Size(train_prompts=8, train_k=64, heldout_prompts=4, heldout_k=8, dims=16, batch=4, batches=3,
-                   replays_per_batch=2)
+    size = TINY
     result = replay.analyse(synthetic_pools(8, 64, 16, 2), synthetic_pools(4, 8, 16, 3), size, [0.3] * 8)
     ckpt = {**result, "size": vars(size), "date": "2026-12-03", "machine": "test", "wall_hours": 0.1, "command": "x"}
     text = gq_report.report({"checkpoints": {"base": ckpt}})
@@ -89,8 +94,7 @@ def test_report_only_rewrites_the_section_from_the_json_with_todays_command(tmp_
                                    "benchmarks/RESULTS.md --json=old.json --quick", "studies/gradient_quality/README.md"
                                    ) == ("python -m studies.gradient_quality --checkpoints base --quick --write "
                                          "studies/gradient_quality/README.md")
-    size = design.Size(train_prompts=8, train_k=64, heldout_prompts=4, heldout_k=8, dims=16, batch=4, batches=3,
-                   replays_per_batch=2)
+    size = TINY
     result = replay.analyse(synthetic_pools(8, 64, 16, 2), synthetic_pools(4, 8, 16, 3), size, [0.3] * 8)
     ckpt = {**result, "size": vars(size), "date": "2026-12-03", "machine": "test", "wall_hours": 0.1,
             "command": "python -m benchmarks.gradient_quality --checkpoints base --write benchmarks/RESULTS.md"}
@@ -157,11 +161,11 @@ def test_pools_and_sketches_are_made_once_resume_and_grow(tmp_path):
         replay.load_split(tmp_path / "pools", tmp_path / "sketch", grown, 8)
 
 
-def test_paired_differences_are_taken_on_the_same_batches_with_a_jackknife_over_prompts():
-    size = design.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=8,
-                   replays_per_batch=3)
+def test_paired_differences_are_taken_on_the_same_batches_with_intervals_over_groups_of_prompts():
+    size = design.Size(train_prompts=12, train_k=64, heldout_prompts=6, heldout_k=16, dims=32, batch=4, batches=9,
+                       replays_per_batch=3, group=2)
     result = replay.analyse(synthetic_pools(12, 64, 32, 4), synthetic_pools(6, 16, 32, 5), size, [0.3] * 12)
-    for reference in design.PAIRED_REFERENCES:
+    for reference in design.FIRST.references:
         rows = result["paired"][reference]
         assert reference not in rows and set(rows) == set(result["methods"]) - {reference}
         for method, d in rows.items():
@@ -176,7 +180,7 @@ def test_paired_differences_are_taken_on_the_same_batches_with_a_jackknife_over_
             assert snr == pytest.approx(expected) and snr_low <= snr <= snr_high
     text = gq_report.report({"checkpoints": {"base": {**result, "size": vars(size), "date": "d", "machine": "m",
                                                "wall_hours": 0.1, "command": "x"}}})
-    assert "Paired difference to grpo_n4" in text and "jackknife over training prompts" in text
+    assert "Paired difference to grpo_n4" in text and "groups of training prompts" in text
 
 
 @pytest.mark.parametrize("tied", [True, False])
@@ -218,3 +222,71 @@ def test_the_batched_sketch_refuses_a_parameter_it_does_not_cover():
     model.requires_grad_(False)
     with pytest.raises(ValueError, match="model.scale"):
         sketches.sketch_responses(model, sketch, [1, 2], [[3]])
+
+
+def test_protocol_start_is_the_learning_protocols_own_start(tmp_path, monkeypatch):
+    """Made by the learning study's own code, on the second protocol's data and sizes, in its work folder."""
+    from studies.learning import data as learning_data
+    from studies.learning import protocol as learning_protocol
+    from studies.learning import start as learning_start
+
+    calls = []
+    monkeypatch.setattr(learning_data, "prepare_data",
+                        lambda work, results, model, size, pass_range, seed: calls.append((work, results, size)) or {})
+    monkeypatch.setattr(learning_start, "format_checkpoint", lambda work, base, data, size, steps:
+                        calls.append((work, size, steps)) or work / "start")
+    second = learning_protocol.PROTOCOLS["second"]
+    assert gq.protocol_start(tmp_path, tmp_path / "base") == tmp_path / "start"
+    assert calls == [(tmp_path, gq.ROOT / second.results, second.size), (tmp_path, second.size, 5)]
+    calls.clear()
+    gq.protocol_start(tmp_path, tmp_path / "base", quick=True)
+    assert calls == [(tmp_path, tmp_path / "results", second.quick), (tmp_path, second.quick, 1)]
+
+
+def test_the_equal_samples_design_runs_at_the_protocol_start_end_to_end(tmp_path, monkeypatch):
+    """The tiny model as the protocol's start, a scripted sampler and seeded stand-in sketches (the tiny model's own
+    are checked above): pools, the equal-samples replays, the JSON under its own key with the start's weights, and
+    the section with the candidates against their GRPO."""
+    import functools
+
+    from transformers import AutoTokenizer
+
+    from reinforce_ada.tools.tiny import build
+    from studies.learning import start as learning_start
+
+    model = build(tmp_path / "tiny", train=2, test=1) / "model"
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    rng = np.random.default_rng(0)
+
+    def sampler(messages, k, token_ids):
+        texts = [[f"\\boxed{{{int(rng.integers(0, 4))}}}" for _ in range(k)] for _ in messages]
+        return [[(t, tokenizer.encode(t, add_special_tokens=False)) for t in row] for row in texts]
+
+    prompts = [{"prompt": [{"role": "user", "content": f"What is {i} plus 1?"}], "answer": str(i % 3 + 1),
+                "base_pass_rate": 0.25} for i in range(8)]
+    learning_work = tmp_path / "learning_second"
+    monkeypatch.setattr("reinforce_ada.demo.run.model_folder", lambda *a: tmp_path / "base")
+    monkeypatch.setattr(gq, "protocol_start", lambda work, base, quick:
+                        (work, base, quick) == (learning_work, tmp_path / "base", True) and model)
+    monkeypatch.setattr(gq, "learning_sets", lambda work, size, base, protocol, lw, quick:
+                        (prompts[:size.train_prompts], prompts[4:4 + size.heldout_prompts]))
+    monkeypatch.setattr(gq, "run_checkpoint", functools.partial(gq.run_checkpoint, sampler=sampler))
+
+    def make_sketches(pool_folder, out, model_path, chosen, size):
+        out.mkdir(parents=True, exist_ok=True)
+        for prompt in chosen:
+            count = len(pools.read_pool(pool_folder, prompt))
+            np.save(out / f"grad_{pools.pool_key(prompt)}.npy", rng.normal(size=(count, size.dims)).astype(np.float32))
+            np.save(out / f"tokens_{pools.pool_key(prompt)}.npy", rng.integers(3, 9, size=count))
+
+    monkeypatch.setattr(gq, "make_sketches", make_sketches)
+    results, write = tmp_path / "results.json", tmp_path / "README.md"
+    gq.main(["--checkpoints", "protocol_start", "--design", "equal_samples", "--quick", "--work", str(tmp_path / "w"),
+             "--learning-work", str(learning_work), "--json", str(results), "--write", str(write)])
+    ckpt = json.loads(results.read_text())["checkpoints"]["protocol_start_equal_samples"]
+    assert ckpt["design"] == "equal_samples" and ckpt["start_weights"] == learning_start.fingerprint(model)
+    assert set(ckpt["paired_matched"]) == set(design.EQUAL_SAMPLES.candidates) and "decision" in ckpt
+    text = write.read_text()
+    assert "### Checkpoint: protocol_start, equal samples design" in text and "Decision (the design's rule)" in text
+    assert ("Command: `python -m studies.gradient_quality --checkpoints protocol_start --design equal_samples "
+            "--quick --work") in text
