@@ -136,6 +136,9 @@ def evaluate_marks(run_dir: Path, results: Path, name: str, seed: int, files: di
         out = evaluation_path(results, name, seed, mark)
         if not out.exists():
             folder = mark_folder(run_dir, mark)
+            if not folder.exists():
+                raise SystemExit(f"[learning] {name} seed {seed}: its checkpoint at mark {mark} was lost with its work "
+                                 "folder before it was evaluated: move its record away to run it again")
             evaluate_checkpoint(folder, files, size, out, {"mark": mark, "step": step, "responses": total},
                                 sampler_factory)
             shutil.rmtree(folder, ignore_errors=True)

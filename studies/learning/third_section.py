@@ -23,14 +23,15 @@ def start_evaluation_path(results: Path, start_id: str) -> Path:
     return results / "starts" / f"{start_id}.json"
 
 
-def run_curves(results: Path, size: Size, records: list[dict] | None = None) -> dict[tuple[str, int], dict]:
+def run_curves(results: Path, size: Size, records: list[dict] | None = None,
+               starts: Path | None = None) -> dict[tuple[str, int], dict]:
     """(method, seed) -> a finished, evaluated run: its record, its curve at the marks (points; mark 0 is its start's
-    evaluation), its evaluations at their actual responses, and each mark's per-question Avg, on both held-out sets.
-    A run whose start or a mark is not evaluated yet is left out."""
+    evaluation, under ``starts``, by default ``results``), its evaluations at their actual responses, and each mark's
+    per-question Avg, on both held-out sets. A run whose start or a mark is not evaluated yet is left out."""
     runs = {}
     for record in read_records(results, size) if records is None else records:
         name, seed, start = record["method"], record["seed"], start_of_record(record)
-        paths = {0: start_evaluation_path(results, start or "none"),
+        paths = {0: start_evaluation_path(starts or results, start or "none"),
                  **{m: evaluation_path(results, name, seed, m) for m in size.marks}}
         if not all(p.exists() for p in paths.values()):
             continue
