@@ -100,3 +100,15 @@ def choose_lr_by_area(rates: tuple[float, ...], curves: dict[float, dict[int, fl
     if not steady:
         return min(rates)
     return max(steady, key=lambda lr: (auc_over_marks(curves[lr], marks), -rates.index(lr)))
+
+
+def save_every(method: str, size: Size) -> int:
+    """How often (in steps) a run saves its checkpoint so that the step crossing each mark is saved: a GRPO arm's
+    crossing steps are known in advance (GRPO-n4: every 16th step), so it saves at their greatest common divisor; an
+    adaptive arm's are not, so it saves every step (each save costs a step a few seconds; step times are read
+    without it)."""
+    draw = grpo_draw(method, size)
+    if draw is None:
+        return 1
+    steps = {s: draw for s in range(1, steps_to_budget(method, size) + 1)}
+    return math.gcd(*(step for step, _ in crossings(steps, size.marks).values()))

@@ -19,7 +19,7 @@ from pathlib import Path
 from benchmarks.results import machine
 from reinforce_ada.core.messages import say
 from reinforce_ada.demo import run as demo
-from studies.learning.budget import steps_to_budget
+from studies.learning.budget import save_every, steps_to_budget
 from studies.learning.marks import BudgetWatch
 from studies.learning.protocol import FILTERED, KV_BLOCK, Size, method_overrides
 from studies.learning.records import merged_steps, read_records, record_path, start_of_record
@@ -55,11 +55,12 @@ def run_command(
         replace(size.run, group_size=group_size), run_dir, prompt_tokens,
     )
     micro = micro_batch_size(size.run.mini_batch * group_size)
-    # at equal responses (size.budget) every step is saved, so that the harness can keep the checkpoint of each step
-    # that reaches a mark (studies.learning.marks); it evaluates those itself, seeded, so verl validates nothing. A
-    # GRPO arm stops on its own at the step that reaches the budget, an adaptive one is stopped by the harness there
-    budget = [f"trainer.total_training_steps={steps_to_budget(method, size)}", "trainer.save_freq=1",
-              "trainer.test_freq=-1"] if size.budget else []
+    # at equal responses (size.budget) every step that may reach a mark is saved, so that the harness can keep the
+    # checkpoint of each step that reaches one (studies.learning.marks); it evaluates those itself, seeded, so verl
+    # validates nothing. A GRPO arm stops on its own at the step that reaches the budget, an adaptive one is stopped
+    # by the harness there
+    budget = [f"trainer.total_training_steps={steps_to_budget(method, size)}",
+              f"trainer.save_freq={save_every(method, size)}", "trainer.test_freq=-1"] if size.budget else []
     return with_overrides(base, [
         f"data.val_files=[{files['heldout_filtered']},{files['heldout_all']}]",
         "data.shuffle=true", f"data.seed={seed}", f"reinforce_ada.sampling_seed={seed}",

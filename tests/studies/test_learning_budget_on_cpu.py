@@ -45,6 +45,8 @@ def test_grpo_arms_reach_the_marks_at_known_steps_and_within_the_protocols_steps
     grpo = budget.crossings({s: 32 for s in range(1, 65)}, size.marks)
     assert {m: s for m, (s, _) in grpo.items()} == {512: 16, 1024: 32, 1536: 48, 2048: 64}
     assert all(total == mark for mark, (_, total) in grpo.items())  # no overshoot
+    # GRPO-n4 saves at its marks' steps only; GRPO-n24 (steps 3, 6, 8, 11) and adaptive arms every step
+    assert [budget.save_every(m, size) for m in ("grpo_n4", "grpo_n24", "balance")] == [16, 1, 1]
     with pytest.raises(ValueError, match="more than the protocol's 64"):
         budget.steps_to_budget("grpo_n2", size)
 

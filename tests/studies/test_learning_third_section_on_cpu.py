@@ -31,7 +31,7 @@ def evaluation(correct: list[int], about: dict, k: int = 2) -> dict:
 def write_run(results: Path, method: str, seed: int, drawn: list[int], at_marks: list[list[int]], start: str,
               step_s: float = 2.0) -> None:
     """A finished run's record (``drawn`` responses a step) and its evaluations at the marks (per-question correct)."""
-    steps = {s: {"reinforce_ada/samples_total": d, "timing_s/step": step_s,
+    steps = {s: {"reinforce_ada/samples_total": d, "timing_s/step": step_s, "timing_s/save_checkpoint": step_s / 2,
                  "reinforce_ada/critical_path_tokens": 10 * s} for s, d in enumerate(drawn, 1)}
     path = learning_records.record_path(results, method, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,8 +82,8 @@ def test_each_arm_is_paired_with_grpo_by_start_on_the_area_against_responses(tmp
             "starts; 2 are done, so the runs extend to 9") in text
     # the evaluations at their actual responses, cut at 16: balance (0, 25), (12, 50), (24, 100) against GRPO-n4's
     assert "| 1 | yes | 43.8 | 56.2 | +12.5 | +50.0 | -1.0 | 8 |" in text
-    # 2 steps, 12 a step, 12 s, critical path (10 + 20) / 2
-    assert "| balance | 2 | 2.0 ± 0.0 | 12 ± 0 | 0.2 ± 0.0 | 15 ± 0 |" in text
+    # 2 steps, 12 a step, 2 x (6 - 3) s without the checkpoint saves, critical path (10 + 20) / 2
+    assert "| balance | 2 | 2.0 ± 0.0 | 12 ± 0 | 0.1 ± 0.0 | 15 ± 0 |" in text
     assert "| grpo_n4 | 0 | 2026-12-07 |" in text and "| pos |" not in text
 
 
