@@ -14,13 +14,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from reinforce_ada.demo import run as demo
 from studies.learning.budget import crossings
 from studies.learning.protocol import FILTERED, UNFILTERED, Size
 
 EVAL_SEED = 0  # every arm, mark and start: the same draws per question
+IN_PROCESS = False  # tests: evaluate in this process (with vLLM replaced)
 
 
 def mark_folder(run_dir: Path, mark: int) -> Path:
@@ -95,27 +99,46 @@ def evaluate_checkpoint(model: Path, files: dict, size: Size, out: Path, about: 
                         sampler_factory: Callable | None = None) -> dict:
     """Evaluates one model on both held-out sets (Avg@``eval_k``, seeded per question) and writes ``out``: the
     settings, ``about`` (step, responses) and each question's correct count and Avg; returns what it wrote.
-    ``sampler_factory`` (model -> sampler) replaces vLLM in tests."""
+
+    vLLM runs in a child process (``python -m studies.learning.marks``): an engine in this one would keep its memory
+    and leave ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` in the environment that every later trainer inherits.
+    ``sampler_factory`` (model -> sampler) replaces vLLM in tests, in this process, as ``IN_PROCESS`` does.
+    """
+    if sampler_factory is None and not IN_PROCESS:
+        job = {"model": str(model), "files": {k: files[k] for k in ("heldout_filtered", "heldout_all")},
+               "k": size.run.eval_k, "max_tokens": size.run.max_response_tokens, "out": str(out), "about": about}
+        code = subprocess.run([sys.executable, "-m", "studies.learning.marks", json.dumps(job)],
+                              env=demo.trainer_env()).returncode
+        if code != 0:
+            raise SystemExit(f"[learning] the evaluation of {model} exited with status {code} (rerun to resume)")
+        return json.loads(out.read_text())
+    return _evaluate(model, files, size.run.eval_k, size.run.max_response_tokens, out, about, sampler_factory)
+
+
+def _evaluate(model: Path, files: dict, k: int, max_tokens: int, out: Path, about: dict,
+              sampler_factory: Callable | None = None) -> dict:
+    """:func:`evaluate_checkpoint` in this process."""
     from reinforce_ada.tasks.evaluate import evaluate_model, hf_folder
     from reinforce_ada.tasks.reward import compute_score
     from reinforce_ada.tasks.vllm_sampling import chat_sampler, close_engine
 
     folder, llm = hf_folder(model), None
     if sampler_factory is None:
-        llm, _ = chat_sampler(folder, 1.0, size.run.max_response_tokens, EVAL_SEED)
-        sample = seeded_sampler(llm, 1.0, size.run.max_response_tokens)
+        llm, _ = chat_sampler(folder, 1.0, max_tokens, EVAL_SEED)
+        sample = seeded_sampler(llm, 1.0, max_tokens)
     else:
         sample = sampler_factory(folder)
     try:
         results = evaluate_model(sample, {FILTERED: files["heldout_filtered"], UNFILTERED: files["heldout_all"]},
-                                 size.run.eval_k, [], compute_score)
+                                 k, [], compute_score)
     finally:
         close_engine(llm)
-    written = {"settings": {"k": size.run.eval_k, "temperature": 1.0, "max_tokens": size.run.max_response_tokens,
+    written = {"settings": {"k": k, "temperature": 1.0, "max_tokens": max_tokens,
                             "seed": EVAL_SEED, "per_question_seed": "seed + question index"},
                **about,
                "accuracy": {name: bench["avg"] for name, bench in results["benchmarks"].items()},
                "per_question": {name: bench["per_problem"] for name, bench in results["benchmarks"].items()}}
+    out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(written, indent=1) + "\n")
     return written
@@ -144,3 +167,8 @@ def evaluate_marks(run_dir: Path, results: Path, name: str, seed: int, files: di
             shutil.rmtree(folder, ignore_errors=True)
         done[mark] = json.loads(out.read_text())
     return done
+
+
+if __name__ == "__main__":  # the child process of evaluate_checkpoint: one evaluation, given as JSON
+    _job = json.loads(sys.argv[1])
+    _evaluate(Path(_job["model"]), _job["files"], _job["k"], _job["max_tokens"], Path(_job["out"]), _job["about"])

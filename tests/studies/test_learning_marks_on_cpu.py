@@ -123,3 +123,14 @@ def test_each_mark_is_evaluated_once_with_its_per_question_results_beside_the_re
     with pytest.raises(SystemExit, match=r"never reached mark\(s\) \[16\]"):
         learning_marks.evaluate_marks(run_dir, tmp_path / "r2", "balance", 0, files, QUICK,
                                       {1: {"reinforce_ada/samples_total": 8}}, factory)
+
+
+def test_a_failed_evaluation_in_its_child_process_stops_the_study(tmp_path, monkeypatch):
+    """The evaluation runs in a child process (vLLM out of the harness's process and environment): a model folder
+    without weights fails there, and the study stops saying which evaluation failed, with nothing written."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    out = tmp_path / "mark8.json"
+    with pytest.raises(SystemExit, match="the evaluation of .*empty exited with status 1"):
+        learning_marks.evaluate_checkpoint(tmp_path / "empty", {"heldout_filtered": "f", "heldout_all": "a"},
+                                           QUICK, out, {"mark": 8})
+    assert not out.exists()

@@ -74,6 +74,7 @@ def fake_session(monkeypatch, tmp_path) -> list[tuple]:
     monkeypatch.setattr(vllm_sampling, "chat_sampler", lambda folder, *a, **k: (folder, None))
     monkeypatch.setattr(vllm_sampling, "close_engine", lambda llm: None)
     monkeypatch.setattr(learning_marks, "seeded_sampler", seeded_sampler)
+    monkeypatch.setattr(learning_marks, "IN_PROCESS", True)
     monkeypatch.setitem(learning.PROTOCOLS, "third", THIRD)
     monkeypatch.setattr(learning, "prepare_data", lambda work, results, model, size, *a: {
         "counts": {"train": 4, "test": 4}, "files": files, "size": size.record(), "pass_range": [0, 0.3125],
