@@ -77,12 +77,13 @@ class BudgetWatch:
 
 def seeded_sampler(llm, temperature: float, max_tokens: int, seed: int = EVAL_SEED) -> Callable:
     """A sampler for :func:`~reinforce_ada.tasks.evaluate.evaluate_model` in which question i's k responses come
-    from its own generator (vLLM's per-request seed ``seed + i``): every model evaluated sees each question with the
-    same random draws, whatever the batch it runs in."""
+    from their own generators (vLLM's per-request seed ``seed + i k``, which vLLM gives its j-th response as
+    ``seed + i k + j``: no two responses share one): every model evaluated sees each question with the same random
+    draws, whatever the batch it runs in."""
     from vllm import SamplingParams
 
     def sample(prompts: Sequence[list[dict]], k: int) -> list[list[str]]:
-        params = [SamplingParams(n=k, temperature=temperature, max_tokens=max_tokens, seed=seed + i)
+        params = [SamplingParams(n=k, temperature=temperature, max_tokens=max_tokens, seed=seed + i * k)
                   for i in range(len(prompts))]
         outputs = llm.chat(list(prompts), params, use_tqdm=False)
         return [[c.text for c in o.outputs] for o in outputs]
@@ -134,7 +135,7 @@ def _evaluate(model: Path, files: dict, k: int, max_tokens: int, out: Path, abou
     finally:
         close_engine(llm)
     written = {"settings": {"k": k, "temperature": 1.0, "max_tokens": max_tokens,
-                            "seed": EVAL_SEED, "per_question_seed": "seed + question index"},
+                            "seed": EVAL_SEED, "per_response_seed": "seed + question index x k + response index"},
                **about,
                "accuracy": {name: bench["avg"] for name, bench in results["benchmarks"].items()},
                "per_question": {name: bench["per_problem"] for name, bench in results["benchmarks"].items()}}

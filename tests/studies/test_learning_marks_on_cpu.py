@@ -134,3 +134,17 @@ def test_a_failed_evaluation_in_its_child_process_stops_the_study(tmp_path, monk
         learning_marks.evaluate_checkpoint(tmp_path / "empty", {"heldout_filtered": "f", "heldout_all": "a"},
                                            QUICK, out, {"mark": 8})
     assert not out.exists()
+
+
+def test_every_question_has_its_own_seeds_whatever_the_model():
+    """vLLM gives a request's j-th response the seed ``seed + j``: question i's requests start at ``i k``, so no two
+    responses share a seed and every arm draws the same random numbers for a question."""
+    class Engine:
+        def chat(self, prompts, params, use_tqdm):
+            self.seeds = [p.seed for p in params]
+            return [type("Out", (), {"outputs": [type("C", (), {"text": "t"})] * p.n}) for p in params]
+
+    engine = Engine()
+    sample = learning_marks.seeded_sampler(engine, 1.0, 32)
+    assert sample([[{"role": "user", "content": "q"}]] * 3, 4) == [["t"] * 4] * 3
+    assert engine.seeds == [0, 4, 8]
