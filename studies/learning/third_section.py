@@ -200,5 +200,9 @@ def pair_section(runs: dict, method: str, size: Size, protocol: Protocol) -> lis
                  f"{verdict}. Resampling starts and, within each, held-out questions: {low:+.1f} to {high:+.1f}. "
                  f"{sizing}. Secondary, described and not tested: at each evaluation's actual responses the area "
                  f"difference is {mean_cell(list(actual.values()), 1.0, sign='+')}; at {last:,} responses "
-                 f"{mean_cell([mine[s]['curve'][last] - theirs[s]['curve'][last] for s in starts], 1.0, sign='+')}.")
+                 f"{mean_cell([mine[s]['curve'][last] - theirs[s]['curve'][last] for s in starts], 1.0, sign='+')}; "
+                 "on the unfiltered held-out set the area difference is "
+                 + mean_cell([auc_over_marks(runs[(method, s)][UNFILTERED]["curve"], marks)
+                              - auc_over_marks(runs[(BASELINE, s)][UNFILTERED]["curve"], marks) for s in starts],
+                             1.0, sign="+") + ".")
     return lines

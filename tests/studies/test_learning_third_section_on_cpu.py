@@ -80,6 +80,8 @@ def test_each_arm_is_paired_with_grpo_by_start_on_the_area_against_responses(tmp
     assert "Resampling starts and, within each, held-out questions: +6.2 to +28.1." in text
     assert ("From the 2 pilot starts' SD (4.4), resolving a 5-point difference at 80% power (two-sided 5%) needs 9 "
             "starts; 2 are done, so the runs extend to 9") in text
+    # the unfiltered set (half the filtered accuracy here): +9.4 and +6.2
+    assert "on the unfiltered held-out set the area difference is +7.8 ± 19.9." in text
     # the evaluations at their actual responses, cut at 16: balance (0, 25), (12, 50), (24, 100) against GRPO-n4's
     assert "| 1 | yes | 43.8 | 56.2 | +12.5 | +50.0 | -1.0 | 8 |" in text
     # 2 steps, 12 a step, 2 x (6 - 3) s without the checkpoint saves, critical path (10 + 20) / 2
