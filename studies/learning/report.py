@@ -75,19 +75,32 @@ def write_third(results: Path, size: Size, data: dict, write: str | None, protoc
     """The third protocol's results: ``runs.json`` (each finished, evaluated run's curve at the marks, filtered and
     unfiltered, with each evaluation's step and responses) and, with ``write``, its section."""
     runs = run_curves(results, size)
-    rows = [{"method": m, "seed": s, "start": run["start"], "mark": mark, "heldout_acc": run[FILTERED]["curve"][mark],
-             "heldout_all_acc": run[UNFILTERED]["curve"][mark], "responses": responses}
-            for (m, s), run in sorted(runs.items())
-            for mark, (responses, _) in zip((0, *size.marks), run[FILTERED]["points"])]
+    rows = []
+    for (m, s), run in sorted(runs.items()):
+        logged = {int(step): v for step, v in run["record"]["steps"].items()}
+        for mark, (responses, _) in zip((0, *size.marks), run[FILTERED]["points"]):
+            step = run[FILTERED]["steps"][mark]
+            rows.append({
+                "method": m, "seed": s, "start": run["start"], "mark": mark, "step": step, "samples": responses,
+                # summed step time to this evaluation, without the checkpoint saves that mark the marks
+                "wall_s": sum(v.get("timing_s/step", 0.0) - v.get("timing_s/save_checkpoint", 0.0)
+                              for k, v in logged.items() if 0 < k <= step),
+                "heldout_acc": run[FILTERED]["curve"][mark] / 100,
+                "heldout_all_acc": run[UNFILTERED]["curve"][mark] / 100, "finished": True})
     results.mkdir(parents=True, exist_ok=True)
     (results / "runs.json").write_text(json.dumps({
         "runs": rows, "size": size.record(), "data": {k: v for k, v in data.items() if k != "files"},
         "run_records": [{k: v for k, v in run["record"].items() if k != "steps"} for run in runs.values()]},
         indent=1))
+    if rows:
+        plot(rows, size, results / "curves.png", key="mark")
     if write:
-        records = os.path.relpath(results / "runs", Path(write).resolve().parent)
+        here = Path(write).resolve().parent
         recorded = [run["record"] for run in runs.values()]
-        write_section(write, protocol.section, protocol.title, report_third(results, data, size, protocol, sweep,
-                                                                            records),
+        body = report_third(results, data, size, protocol, sweep, os.path.relpath(results / "runs", here))
+        if rows:
+            body += (f"\n\n![held-out accuracy at each mark, against step, responses drawn and summed step time]"
+                     f"({os.path.relpath(results / 'curves.png', here)})")
+        write_section(write, protocol.section, protocol.title, body,
                       measured=measured_span([{**r, "finished": True} for r in recorded],
                                              [run["record"] for run in sweep.values()]))

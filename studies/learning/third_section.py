@@ -42,6 +42,7 @@ def run_curves(results: Path, size: Size, records: list[dict] | None = None,
                 "curve": {m: 100 * e["accuracy"][source] for m, e in evaluations.items()},
                 "points": [(e.get("responses", 0.0) if m else 0.0, 100 * e["accuracy"][source])
                            for m, e in sorted(evaluations.items())],
+                "steps": {m: e.get("step", 0) if m else 0 for m, e in evaluations.items()},
                 "questions": {m: [q["avg"] for q in e["per_question"][source]] for m, e in evaluations.items()},
             }
         runs[(name, seed)] = run

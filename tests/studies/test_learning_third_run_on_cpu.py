@@ -119,6 +119,10 @@ def test_the_third_protocol_sweeps_then_runs_each_seeds_arms_from_its_own_start(
     assert again.read_text() == text
     runs = json.loads((results / "runs.json").read_text())["runs"]
     assert {(r["method"], r["seed"], r["mark"]) for r in runs} >= {("balance", 1, 16), ("grpo_n24", 0, 0)}
+    # balance's mark 16 is its step 3 (18 responses, 3 s of steps)
+    (row,) = [r for r in runs if (r["method"], r["seed"], r["mark"]) == ("balance", 1, 16)]
+    assert (row["step"], row["samples"], row["wall_s"], row["heldout_acc"]) == (3, 18, 3.0, 1.0)
+    assert (results / "curves.png").stat().st_size > 0 and "(results/curves.png)" in text
 
 
 def test_the_per_step_control_runs_at_the_pilot_seeds_only():
