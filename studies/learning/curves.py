@@ -11,7 +11,7 @@ from studies.learning.summary import method_order
 from studies.stats import mean_ci
 
 
-def plot(rows: list[dict], size: Size, path: Path) -> None:
+def plot(rows: list[dict], size: Size, path: Path, key: str = "step") -> None:
     """Draws the finished runs' held-out curves into ``path``.
 
     Args:
@@ -19,6 +19,8 @@ def plot(rows: list[dict], size: Size, path: Path) -> None:
             runs' rows are left out.
         size: The sizes the rows were measured with (its ``eval_k`` labels the accuracy axis).
         path: The PNG file to write.
+        key: What a point averages over seeds: the rows of one ``step``, or (the third protocol) of one ``mark`` of
+            responses, whose step differs between seeds; each axis shows the points' mean step, responses and time.
     """
     import matplotlib
 
@@ -28,10 +30,11 @@ def plot(rows: list[dict], size: Size, path: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     for method in sorted({r["method"] for r in rows}, key=method_order):
         mine = [r for r in rows if r["method"] == method and r["finished"]]
-        steps = sorted({r["step"] for r in mine})
-        if not steps:
+        points = sorted({r[key] for r in mine})
+        if not points:
             continue
-        at = [[r for r in mine if r["step"] == s] for s in steps]
+        at = [[r for r in mine if r[key] == p] for p in points]
+        steps = [mean_ci([r["step"] for r in group])[0] for group in at]
         acc = [100 * mean_ci([r["heldout_acc"] for r in group])[0] for group in at]
         ci = [100 * mean_ci([r["heldout_acc"] for r in group])[1] for group in at]
         ci = [0.0 if math.isnan(c) else c for c in ci]

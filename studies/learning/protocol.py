@@ -36,6 +36,9 @@ class Size:
         start: Where every run starts: ``"base"``, the base model, or ``"format"``, the checkpoint after
             ``FORMAT_STEPS`` steps of GRPO-n4 (lr 3e-5, seed ``FORMAT_SEED``) on the training prompts, made once per
             work folder.
+        budget: Training responses every run draws before it stops (the third protocol's equal samples; a run stops
+            after the step that reaches it, at most ``run.steps``); 0: every run is ``run.steps`` steps.
+        marks: Cumulative training responses a run is evaluated at besides its start, the last one ``budget``.
     """
 
     pool: int = 768
@@ -45,19 +48,24 @@ class Size:
     run: DemoSize = DemoSize(steps=20, eval_every=10)
     warmup_steps: int = 0
     start: str = "base"
+    budget: int = 0
+    marks: tuple[int, ...] = ()
 
     def record(self) -> dict:
         """The size as a run's record stores it: flat, with the run's group size as ``n``."""
         run = {k: v for k, v in asdict(self.run).items() if k not in ("train_prompts", "test_prompts", "group_size")}
         extra = {"warmup_steps": self.warmup_steps, "start": self.start} if self.start != "base" or self.warmup_steps \
             else {}  # the first protocol's records predate both
+        if self.budget:  # the first two protocols' records have none
+            extra.update(budget=self.budget, marks=list(self.marks))
         return {"pool": self.pool, "filter_k": self.filter_k, "heldout_filtered": self.heldout_filtered,
                 "heldout_all": self.heldout_all, **run, "n": self.run.group_size, **extra}
 
     def differs_from(self, recorded: dict) -> list[str]:
         """The keys in which a record's size differs from this one. A key the record lacks (a setting added
         after it was made) counts only if this size has it off its default."""
-        mine, defaults = self.record(), {**DemoSize().__dict__, "warmup_steps": 0, "start": "base"}
+        mine = self.record()
+        defaults = {**DemoSize().__dict__, "warmup_steps": 0, "start": "base", "budget": 0, "marks": []}
         return sorted(k for k, v in mine.items() if recorded.get(k, defaults.get(k, v)) != v or
                       (k not in recorded and k in defaults and v != defaults[k]))
 
@@ -79,7 +87,7 @@ class Protocol:
     """One design of the learning benchmark, fixed before its runs (studies/learning/README.md says why each choice).
 
     Attributes:
-        name: ``first`` or ``second``.
+        name: ``first``, ``second`` or ``third``.
         size: The sizes (``quick``: the same phases in minutes).
         methods: Methods each seed runs, in order.
         seeds: Seeds run by default.
@@ -91,6 +99,9 @@ class Protocol:
         primary_effect: The AUC difference (points) the seed count is sized to resolve.
         pilot_seeds: Seeds run before the seed count is computed.
         most_seeds: The most seeds the count may ask for.
+        pilot_only: Methods run at the pilot seeds only (the third protocol's per-step control).
+        start_per_seed: Whether seed s starts from its own format checkpoint (made with seed ``FORMAT_SEED + s``)
+            rather than every seed from one.
     """
 
     name: str
@@ -106,9 +117,15 @@ class Protocol:
     primary_effect: float = 5.0
     pilot_seeds: int = 4
     most_seeds: int = 10
+    pilot_only: tuple[str, ...] = ()
+    start_per_seed: bool = False
 
 
 SECOND_RUN = DemoSize(steps=20, eval_every=5, eval_k=4, lr=1e-5)
+THIRD_STEPS = 64  # the most steps a third-protocol run can take: GRPO-n4's 2048 responses at 32 a step
+# the third protocol's per-step control: balance drew 191.5 responses a step over the second protocol's 80 steps
+# (its committed records), 23.9 per prompt
+PER_STEP_CONTROL_N = 24
 PROTOCOLS = {
     "first": Protocol(
         "first", DEFAULT, QUICK, METHODS, (0, 1, 2), "studies/learning/results/first", "learning",
@@ -120,6 +137,16 @@ PROTOCOLS = {
         ("grpo_n4", "balance"), (0, 1, 2, 3), "studies/learning/results/second", "learning_second",
         "Learning, second protocol: balance against GRPO-n4 after the format is learned, paired by seed",
         sweep=(1e-5, 3e-6)),
+    # equal responses (studies/learning/README.md, third protocol): GRPO-n4 reaches the marks at steps 16, 32, 48
+    # and 64, its last; an adaptive arm's steps draw at least 8 of 8 prompts, so it stops by step 32
+    "third": Protocol(
+        "third", Size(pool=1280, heldout_filtered=128, heldout_all=128, run=replace(SECOND_RUN, steps=THIRD_STEPS),
+                      warmup_steps=3, start="format", budget=2048, marks=(512, 1024, 1536, 2048)),
+        # GRPO-n4 draws 8 a step here: the marks at steps 1 and 2
+        replace(QUICK, warmup_steps=1, start="format", run=replace(QUICK.run, steps=4), budget=16, marks=(8, 16)),
+        ("grpo_n4", "balance", f"grpo_n{PER_STEP_CONTROL_N}"), (0, 1, 2, 3), "studies/learning/results/third",
+        "learning_third", "Learning, third protocol: adaptive sampling against GRPO-n4 at equal responses drawn",
+        sweep=(2e-5, 1e-5, 3e-6), pilot_only=(f"grpo_n{PER_STEP_CONTROL_N}",), start_per_seed=True),
 }
 
 

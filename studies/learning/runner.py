@@ -42,6 +42,10 @@ the same machine, and starts again on a new one.
 nothing: it rewrites the results and the section from the committed records alone
 (:func:`studies.learning.data.recorded_data`).
 
+``--protocol third`` (:mod:`studies.learning.third_run`) runs every arm to the same number of responses drawn,
+each seed from its own start, and evaluates the checkpoints kept at fixed marks of responses with a seeded
+evaluation, per question (:mod:`studies.learning.marks`); its section is :mod:`studies.learning.third_section`.
+
 ``--protocol second`` is the design written in studies/learning/README.md before its runs: every run starts from a
 checkpoint after the answer format is learned (:func:`studies.learning.start.format_checkpoint`, made once per work
 folder, so again in a session that starts without the last one's; a seed's runs are paired by seed even when their
@@ -73,6 +77,7 @@ from studies.learning.protocol import EASY, FORMAT_STEPS, PROTOCOLS, balance_sam
 from studies.learning.records import at_kv_block, heldout_curve, record_path
 from studies.learning.report import write_results
 from studies.learning.start import choose_lr, fingerprint, format_checkpoint, sweep_folder
+from studies.learning.third_run import chosen_rate, run_third, sweep_runs
 from studies.learning.training import train_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,8 +89,8 @@ _say = functools.partial(say, speaker="learning")
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m studies.learning", description=__doc__.split("\n\n")[0])
     parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default="first",
-                        help="first: the 2026-12-02 design; second: from a common format checkpoint, paired AUC "
-                        "(studies/learning/README.md)")
+                        help="first: the 2026-12-02 design; second: from a common format checkpoint, paired AUC; "
+                        "third: at equal responses drawn (studies/learning/README.md)")
     parser.add_argument("--quick", action="store_true", help="every phase in minutes: 12 questions, 1 step, 1 seed")
     parser.add_argument("--seeds", type=int, nargs="+", help="run seeds (default: the protocol's; --quick 0)")
     parser.add_argument("--methods", nargs="+", help="default: the protocol's; grpo_n4, balance, est, pos, "
@@ -119,10 +124,11 @@ def main(argv: list[str] | None = None) -> None:
         model, data = None, recorded_data(work, results, size)
     else:
         model = demo.model_folder(args.model, parser)
-        first_rates = ROOT / PROTOCOLS["first"].results / "pass_rates.jsonl"
-        if protocol.name != "first" and not args.quick and first_rates.exists():
-            results.mkdir(parents=True, exist_ok=True)
-            merge_pass_rates(first_rates, results / "pass_rates.jsonl")  # no question is sampled twice
+        for earlier in ("first", "second")[:list(PROTOCOLS).index(protocol.name)]:
+            rates = ROOT / PROTOCOLS[earlier].results / "pass_rates.jsonl"
+            if not args.quick and rates.exists():
+                results.mkdir(parents=True, exist_ok=True)
+                merge_pass_rates(rates, results / "pass_rates.jsonl")  # no question is sampled twice
         data = prepare_data(work, results, model, size, tuple(args.pass_rate_range), args.data_seed)
     counts = data["counts"]
     _say(f"1/4 data: {counts.get('kept', 0)} of {size.pool} questions passed the filter: {counts.get('train', 0)} "
@@ -134,6 +140,17 @@ def main(argv: list[str] | None = None) -> None:
          f"grpo_n{matched['n']}")
     prompt_tokens = None if args.report_only else demo.longest_prompt(
         model, [Path(data["files"][k]) for k in ("train", "heldout_filtered", "heldout_all")])
+    if size.budget:  # the third protocol: equal responses, a start per seed, evaluated at marks
+        if not args.report_only:
+            size = run_third(protocol, size, seeds, methods, work, results, model, data, prompt_tokens, args.quick,
+                             after_run=lambda at: write_results(work, results, at, data, matched, args.write,
+                                                                protocol, sweep_runs(protocol, results, at)))
+        else:
+            lr = chosen_rate(protocol, sweep_runs(protocol, results, size), size)
+            size = size if lr is None else replace(size, run=replace(size.run, lr=lr))
+        write_results(work, results, size, data, matched, args.write, protocol, sweep_runs(protocol, results, size))
+        _say(f"4/4 results: {results / 'runs.json'} ({demo.minutes(time.perf_counter() - started)})")
+        return
     start, start_id = model, None
     if size.start == "format" and not args.report_only:
         start = format_checkpoint(work, model, data, size, steps=1 if args.quick else FORMAT_STEPS)

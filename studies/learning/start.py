@@ -19,9 +19,11 @@ from studies.learning.training import stop_trainer, with_overrides
 _say = functools.partial(say, speaker="learning")
 
 
-def format_checkpoint(work: Path, model: Path, data: dict, size: Size, steps: int = FORMAT_STEPS) -> Path:
+def format_checkpoint(work: Path, model: Path, data: dict, size: Size, steps: int = FORMAT_STEPS,
+                      seed: int = FORMAT_SEED) -> Path:
     """The common start after the answer format is learned: GRPO-n4 for ``steps`` steps at lr 3e-5 (data and
-    sampling seed ``FORMAT_SEED``, no warm-up) on the training prompts through verl's trainer, merged to a
+    sampling seed ``seed``, by default ``FORMAT_SEED``; the third protocol's start s has ``FORMAT_SEED + s``; no
+    warm-up) on the training prompts through verl's trainer, merged to a
     Hugging Face folder; made once per ``work`` folder and kept there.
 
     Training on a CPU is not bit-reproducible across machines and sessions, so a checkpoint made in another
@@ -30,7 +32,7 @@ def format_checkpoint(work: Path, model: Path, data: dict, size: Size, steps: in
     """
     from reinforce_ada.tasks.evaluate import hf_folder
 
-    run_dir = work / "format_run"
+    run_dir = work / ("format_run" if seed == FORMAT_SEED else f"format_run_seed{seed}")
     checkpoint = run_dir / "checkpoints" / f"global_step_{steps}"
     if (checkpoint / "actor" / "merged_hf" / "config.json").exists():
         return checkpoint / "actor" / "merged_hf"
@@ -40,7 +42,7 @@ def format_checkpoint(work: Path, model: Path, data: dict, size: Size, steps: in
     command = with_overrides(
         demo.trainer_command("GRPO-n4", model, {"train": Path(files["train"]), "test": Path(files["heldout_filtered"])},
                              run, run_dir, prompt_tokens, overrides=method_overrides("grpo_n4", size, 4)[2]),
-        ["data.shuffle=true", f"data.seed={FORMAT_SEED}", f"reinforce_ada.sampling_seed={FORMAT_SEED}",
+        ["data.shuffle=true", f"data.seed={seed}", f"reinforce_ada.sampling_seed={seed}",
          "trainer.test_freq=-1", f"trainer.save_freq={steps}", "trainer.resume_mode=auto",
          f"trainer.default_local_dir={run_dir / 'checkpoints'}"])
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,8 @@ from pathlib import Path
 from benchmarks.results import machine
 from reinforce_ada.core.messages import say
 from reinforce_ada.demo import run as demo
+from studies.learning.budget import save_every, steps_to_budget
+from studies.learning.marks import BudgetWatch
 from studies.learning.protocol import FILTERED, KV_BLOCK, Size, method_overrides
 from studies.learning.records import merged_steps, read_records, record_path, start_of_record
 
@@ -53,6 +55,12 @@ def run_command(
         replace(size.run, group_size=group_size), run_dir, prompt_tokens,
     )
     micro = micro_batch_size(size.run.mini_batch * group_size)
+    # at equal responses (size.budget) every step that may reach a mark is saved, so that the harness can keep the
+    # checkpoint of each step that reaches one (studies.learning.marks); it evaluates those itself, seeded, so verl
+    # validates nothing. A GRPO arm stops on its own at the step that reaches the budget, an adaptive one is stopped
+    # by the harness there
+    budget = [f"trainer.total_training_steps={steps_to_budget(method, size)}",
+              f"trainer.save_freq={save_every(method, size)}", "trainer.test_freq=-1"] if size.budget else []
     return with_overrides(base, [
         f"data.val_files=[{files['heldout_filtered']},{files['heldout_all']}]",
         "data.shuffle=true", f"data.seed={seed}", f"reinforce_ada.sampling_seed={seed}",
@@ -63,9 +71,10 @@ def run_command(
         f"trainer.save_freq={size.run.eval_every}", "trainer.max_actor_ckpt_to_keep=1", "trainer.resume_mode=auto",
         # validation before the first step gives step 0 (once per seed and start: the seed's runs from the same
         # weights share it); a resumed run has it already
-        f"trainer.val_before_train={'true' if validate_base and not resuming else 'false'}",
+        f"trainer.val_before_train={'true' if validate_base and not resuming and not size.budget else 'false'}",
         KV_BLOCK,
         *overrides,
+        *budget,
     ])
 
 
@@ -110,6 +119,7 @@ def train_run(
     done_before = sorted(s for s in merged_steps(run_dir) if s > 0)
     _say(f"3/4 {name} seed {seed}: " + (f"resuming after step {done_before[-1]}" if done_before else "starting")
          + f" (verl's trainer; log {log})")
+    watch = BudgetWatch(run_dir, size, merged_steps(run_dir)) if size.budget else None
     start = time.perf_counter()
     with open(log, "w") as stream:
         process = subprocess.Popen(
@@ -117,7 +127,9 @@ def train_run(
             env=demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(metrics_file)}),
         )
         try:
-            _follow(process, metrics_file, name, seed, size, start)
+            if not (watch and watch.done()):  # a run killed after its last step but before its record: no step
+                _follow(process, metrics_file, name, seed, size, start, watch)
+            stop_trainer(process)  # at the budget (the trainer would go on: run.steps bounds an adaptive arm)
         except BaseException:
             stop_trainer(process)
             raise
@@ -126,16 +138,17 @@ def train_run(
                 f.write(json.dumps({"attempt": attempt, "wall_s": time.perf_counter() - start,
                                     "returncode": process.returncode,
                                     "date": datetime.datetime.now().isoformat(timespec="seconds")}) + "\n")
-    if process.returncode != 0:
+    if process.returncode != 0 and not (watch and watch.done()):
         demo.fail(f"{name} seed {seed}: verl's trainer exited with status {process.returncode} "
                   "(rerun the benchmark to resume from the last checkpoint)", log, "learning")
-    steps = sorted(s for s in merged_steps(run_dir) if s > 0)
-    if steps != list(range(1, size.run.steps + 1)):
-        demo.fail(f"{name} seed {seed}: the trainer logged steps {steps}, expected 1..{size.run.steps}", log,
-                  "learning")
+    last = last_step(merged_steps(run_dir), size)
+    # a step the trainer finished after the one that reached the budget, before it was stopped, is not the run's
+    steps = sorted(s for s in merged_steps(run_dir) if 0 < s <= last)
+    if steps != list(range(1, last + 1)):
+        demo.fail(f"{name} seed {seed}: the trainer logged steps {steps}, expected 1..{last}", log, "learning")
     attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
     logged = {step: {k: v for k, v in values.items() if k.startswith(RECORDED)}
-              for step, values in sorted(merged_steps(run_dir).items())}
+              for step, values in sorted(merged_steps(run_dir).items()) if step <= last}
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({
         "method": name, "seed": seed, "date": datetime.date.today().isoformat(), "machine": machine(),
@@ -151,15 +164,32 @@ def train_run(
     return record
 
 
-def _follow(process: subprocess.Popen, metrics_file: Path, name: str, seed: int, size: Size, start: float) -> None:
+def last_step(logged: dict[int, dict], size: Size) -> int:
+    """The step a run ends after: ``run.steps``, or at equal responses the first step whose cumulative responses
+    reach the budget (``run.steps`` while none has)."""
+    if not size.budget:
+        return size.run.steps
+    total = 0.0
+    for step in sorted(s for s in logged if s > 0):
+        total += logged[step]["reinforce_ada/samples_total"]
+        if total >= size.budget:
+            return step
+    return size.run.steps
+
+
+def _follow(process: subprocess.Popen, metrics_file: Path, name: str, seed: int, size: Size, start: float,
+            watch: BudgetWatch | None = None) -> None:
     """Reports each step the trainer logs to ``metrics_file`` as it comes, and a note every 2 minutes without one,
-    until the trainer exits."""
-    shown, last_note = 0, time.perf_counter()
-    while process.poll() is None:
+    until the trainer exits or, with ``watch``, the run has drawn its budget (each step is passed to it first)."""
+    shown, last_note, exited = 0, time.perf_counter(), False
+    while not exited:
         time.sleep(3)
+        exited = process.poll() is not None  # the rows it logged before it exited are read once more
         rows = demo.read_jsonl(metrics_file)
         for row in rows[shown:]:
             values, step = row["data"], row["step"]
+            if watch and step > 0 and watch.on_step(step, values):
+                return
             held_out = values.get(f"val-core/{FILTERED}/reward/mean@{size.run.eval_k}")
             extra = f", held-out Avg@{size.run.eval_k} {held_out:.3f}" if held_out is not None else ""
             if step == 0:

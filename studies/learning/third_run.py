@@ -1,0 +1,106 @@
+"""The third protocol's runs, in order: the learning-rate sweep (GRPO-n4 from start 0 at each rate, the whole budget,
+then the rule of :func:`studies.learning.budget.choose_lr_by_area`), then for each seed its own start (a format
+checkpoint made with seed ``FORMAT_SEED + seed``, evaluated once as mark 0) and each arm from it, stopped at the
+budget and evaluated at the marks (:mod:`studies.learning.marks`). Everything resumes: a finished run's record, an
+evaluation's JSON and a start's evaluation are never made again."""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+from reinforce_ada.core.messages import say
+from studies.learning import start as learning_start
+from studies.learning import training
+from studies.learning.budget import choose_lr_by_area
+from studies.learning.marks import evaluate_checkpoint, evaluate_marks, evaluation_path
+from studies.learning.protocol import BASELINE, FILTERED, FORMAT_SEED, FORMAT_STEPS, Protocol, Size, method_overrides
+from studies.learning.records import record_path
+from studies.learning.third_section import run_curves, start_evaluation_path
+
+_say = functools.partial(say, speaker="learning")
+
+
+def arms_of_seed(protocol: Protocol, methods: list[str], seed: int) -> list[str]:
+    """The arms a seed runs: ``methods``, less the pilot-only ones (the per-step control) past the pilot seeds."""
+    return [m for m in methods if m not in protocol.pilot_only or seed < protocol.pilot_seeds]
+
+
+def seed_start(work: Path, results: Path, model: Path, data: dict, size: Size, seed: int, quick: bool,
+               sampler_factory=None) -> tuple[Path, str]:
+    """Seed ``seed``'s start (its format checkpoint, made once per work folder) and its fingerprint; the start is
+    evaluated once (mark 0 of every run from it) under ``results``."""
+    start = learning_start.format_checkpoint(work, model, data, size, steps=1 if quick else FORMAT_STEPS,
+                                             seed=FORMAT_SEED + seed)
+    start_id = learning_start.fingerprint(start)
+    out = start_evaluation_path(results, start_id)
+    if not out.exists():
+        _say(f"start of seed {seed}: {start} (weights {start_id}), evaluated as mark 0")
+        evaluate_checkpoint(start, data["files"], size, out, {"mark": 0, "start": start_id, "seed": seed},
+                            sampler_factory)
+    return start, start_id
+
+
+def run_arm(method: str, seed: int, start: Path, start_id: str, data: dict, size: Size, work: Path, results: Path,
+            prompt_tokens: int, sampler_factory=None) -> dict[int, dict]:
+    """Trains one arm to the budget (or finds its record) and evaluates it at the marks; returns mark -> evaluation."""
+    name, _, _ = method_overrides(method, size, size.run.group_size)
+    record = training.train_run(method, seed, start, data, size, size.run.group_size, work, results, prompt_tokens,
+                                start_id)
+    steps = {int(s): v for s, v in json.loads(record.read_text())["steps"].items()}
+    return evaluate_marks(work / "runs" / name / f"seed{seed}", results, name, seed, data["files"], size, steps,
+                          sampler_factory)
+
+
+def sweep_runs(protocol: Protocol, results: Path, size: Size) -> dict[float, dict]:
+    """The sweep's finished and evaluated runs, rate -> :func:`run_curves` entry (the starts' evaluations are the
+    protocol's)."""
+    found = {}
+    for lr in protocol.sweep:
+        swept = replace(size, run=replace(size.run, lr=lr))
+        runs = run_curves(learning_start.sweep_folder(results, lr), swept, starts=results)
+        if (BASELINE, 0) in runs:
+            found[lr] = runs[(BASELINE, 0)]
+    return found
+
+
+def chosen_rate(protocol: Protocol, sweep: dict[float, dict], size: Size) -> float | None:
+    """The rule's rate once every swept rate's run is evaluated, else None."""
+    if len(sweep) < len(protocol.sweep):
+        return None
+    curves = {lr: {m: v / 100 for m, v in run[FILTERED]["curve"].items()} for lr, run in sweep.items()}
+    return choose_lr_by_area(protocol.sweep, curves, size.marks, protocol.max_drop)
+
+
+def run_third(protocol: Protocol, size: Size, seeds: list[int], methods: list[str], work: Path, results: Path,
+              model: Path, data: dict, prompt_tokens: int, quick: bool, after_run=None,
+              sampler_factory=None) -> Size:
+    """Runs the sweep, then each seed's arms; returns the size at the chosen rate. ``after_run`` is called after
+    each arm (the runner rewrites the results there); ``sampler_factory`` replaces vLLM's evaluation in tests."""
+    start, start_id = seed_start(work, results, model, data, size, 0, quick, sampler_factory)
+    for lr in protocol.sweep:
+        swept = replace(size, run=replace(size.run, lr=lr))
+        run_arm(BASELINE, 0, start, start_id, data, swept, learning_start.sweep_folder(work, lr),
+                learning_start.sweep_folder(results, lr), prompt_tokens, sampler_factory)
+    lr = chosen_rate(protocol, sweep_runs(protocol, results, size), size)
+    if lr is None:
+        raise SystemExit("[learning] the learning-rate sweep's runs are not all evaluated: rerun to resume it")
+    size = replace(size, run=replace(size.run, lr=lr))
+    _say(f"2/4 learning rate {lr:g}, by the protocol's rule on the sweep's areas")
+    chosen = record_path(results, BASELINE, 0)
+    if not chosen.exists():  # the sweep's run at the chosen rate is start 0's GRPO-n4, evaluations and all
+        swept = learning_start.sweep_folder(results, lr)
+        chosen.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(evaluation_path(swept, BASELINE, 0, size.marks[0]).parent,
+                        evaluation_path(results, BASELINE, 0, size.marks[0]).parent, dirs_exist_ok=True)
+        shutil.copyfile(record_path(swept, BASELINE, 0), chosen)
+    for seed in seeds:
+        start, start_id = seed_start(work, results, model, data, size, seed, quick, sampler_factory)
+        for method in arms_of_seed(protocol, methods, seed):
+            run_arm(method, seed, start, start_id, data, size, work, results, prompt_tokens, sampler_factory)
+            if after_run:
+                after_run(size)
+    return size

@@ -1,0 +1,209 @@
+"""The third protocol's results section: each arm against GRPO-n4 at equal responses drawn, paired by start, on
+the primary measure (the area under the filtered held-out curve against responses, over the marks), its interval
+over starts and a bootstrap over starts and held-out questions, the starts that measure needs, and the secondary
+measures (the area at the evaluations' actual responses, steps, summed step time, the rollout's critical path)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from studies.learning.budget import auc_at_actual, auc_over_marks, choose_lr_by_area
+from studies.learning.marks import evaluation_path
+from studies.learning.protocol import BASELINE, FILTERED, FORMAT_SEED, UNFILTERED, Protocol, Size
+from studies.learning.records import read_records, start_of_record
+from studies.learning.second_section import planned_seeds
+from studies.learning.summary import mean_cell, method_order
+from studies.stats import excludes_zero, mean_ci, sd
+
+
+def start_evaluation_path(results: Path, start_id: str) -> Path:
+    """The evaluation of a start's weights (mark 0 of every run from it), per question, under ``results``."""
+    return results / "starts" / f"{start_id}.json"
+
+
+def run_curves(results: Path, size: Size, records: list[dict] | None = None,
+               starts: Path | None = None) -> dict[tuple[str, int], dict]:
+    """(method, seed) -> a finished, evaluated run: its record, its curve at the marks (points; mark 0 is its start's
+    evaluation, under ``starts``, by default ``results``), its evaluations at their actual responses, and each mark's
+    per-question Avg, on both held-out sets. A run whose start or a mark is not evaluated yet is left out."""
+    runs = {}
+    for record in read_records(results, size) if records is None else records:
+        name, seed, start = record["method"], record["seed"], start_of_record(record)
+        paths = {0: start_evaluation_path(starts or results, start or "none"),
+                 **{m: evaluation_path(results, name, seed, m) for m in size.marks}}
+        if not all(p.exists() for p in paths.values()):
+            continue
+        evaluations = {m: json.loads(p.read_text()) for m, p in paths.items()}
+        run = {"record": record, "start": start}
+        for source in (FILTERED, UNFILTERED):
+            run[source] = {
+                "curve": {m: 100 * e["accuracy"][source] for m, e in evaluations.items()},
+                "points": [(e.get("responses", 0.0) if m else 0.0, 100 * e["accuracy"][source])
+                           for m, e in sorted(evaluations.items())],
+                "steps": {m: e.get("step", 0) if m else 0 for m, e in evaluations.items()},
+                "questions": {m: [q["avg"] for q in e["per_question"][source]] for m, e in evaluations.items()},
+            }
+        runs[(name, seed)] = run
+    return runs
+
+
+def paired_bootstrap(pairs: list[tuple[dict, dict]], marks: tuple[int, ...], resamples: int = 2000, seed: int = 0,
+                     level: float = 0.95) -> tuple[float, float]:
+    """A percentile interval of the mean paired area difference that resamples starts and, within each, held-out
+    questions (the same questions for both arms of a pair).
+
+    Args:
+        pairs: (candidate, reference) per start: mark -> per-question Avg (fractions), the questions in one order.
+        marks: The marks (mark 0 is the start).
+    """
+    rng = random.Random(seed)
+
+    def area(questions: dict[int, list[float]], chosen: list[int]) -> float:
+        return auc_over_marks({m: 100 * sum(questions[m][i] for i in chosen) / len(chosen) for m in questions}, marks)
+
+    draws = []
+    for _ in range(resamples):
+        total = 0.0
+        for _ in pairs:
+            mine, theirs = pairs[rng.randrange(len(pairs))]
+            count = len(mine[0])
+            chosen = [rng.randrange(count) for _ in range(count)]
+            total += area(mine, chosen) - area(theirs, chosen)
+        draws.append(total / len(pairs))
+    draws.sort()
+    tail = (1 - level) / 2
+    return draws[int(tail * resamples)], draws[min(resamples - 1, int((1 - tail) * resamples))]
+
+
+def step_costs(record: dict) -> dict[str, float]:
+    """A run's steps, responses a step, summed step time and mean critical path (tokens) a step."""
+    steps = [v for s, v in record["steps"].items() if int(s) > 0]
+    paths = [v["reinforce_ada/critical_path_tokens"] for v in steps if "reinforce_ada/critical_path_tokens" in v]
+    return {"steps": len(steps), "per_step": sum(v["reinforce_ada/samples_total"] for v in steps) / len(steps),
+            # without the checkpoint saves that mark the marks (every step for an adaptive arm, every 16th for GRPO-n4)
+            "step_time": sum(v.get("timing_s/step", 0.0) - v.get("timing_s/save_checkpoint", 0.0) for v in steps),
+            "critical_path": sum(paths) / len(paths) if paths else float("nan")}
+
+
+def report_third(results: Path, data: dict, size: Size, protocol: Protocol, sweep: dict[float, dict] | None = None,
+                 records: str = "runs") -> str:
+    """The third protocol's results section, from the finished and evaluated runs under ``results`` (and the
+    sweep's, rate -> its run's ``run_curves`` entry); every sentence computed from them."""
+    runs, marks, counts = run_curves(results, size), size.marks, data["counts"]
+    mark_list = ", ".join(f"{m:,}" for m in marks)
+    lines = [
+        f"SmolLM2-135M-Instruct through verl's trainer on this CPU. Each start s is a checkpoint after the answer "
+        f"format is learned (5 steps of GRPO-n4, seed {FORMAT_SEED} + s), and start s's arms run training seed s "
+        f"from it. Every run draws training responses until {size.budget:,} and is evaluated from the checkpoint of "
+        f"the first step whose cumulative responses reach each mark ({mark_list}; mark 0 is the start), on "
+        f"{counts.get('test', 0)} filtered and {size.heldout_all} unfiltered held-out questions, "
+        f"Avg@{size.run.eval_k}, "
+        "every question with its own sampling seed, the same for every arm. Primary measure: per start, the area "
+        f"under the filtered held-out curve against responses over the marks (trapezoid rule, divided by "
+        f"{size.budget:,}: the curve's mean height, points), arm minus {BASELINE}. The design was fixed before the "
+        f"runs (studies/learning/README.md). Command: `python -m studies.learning --protocol {protocol.name} "
+        "--seeds S --write studies/learning/README.md`.",
+    ]
+    if sweep:
+        lines += sweep_table(sweep, protocol, size)
+    for method in sorted({m for m, _ in runs if m != BASELINE}, key=method_order):
+        lines += pair_section(runs, method, size, protocol)
+    if runs:
+        lines += ["", f"What each arm's run cost, mean ± 95% interval over its starts (the budget is {size.budget:,} "
+                  "responses; step time is summed over the steps, evaluations, checkpoint saves and start-up left "
+                  "out):", "",
+                  "| arm | starts | steps | responses / step | summed step time (min) | critical path / step "
+                  "(tokens) |", "|---|---:|---:|---:|---:|---:|"]
+        for method in sorted({m for m, _ in runs}, key=method_order):
+            costs = [step_costs(r["record"]) for (m, _), r in runs.items() if m == method]
+            paths = [c["critical_path"] for c in costs if c["critical_path"] == c["critical_path"]]
+            lines.append(f"| {method} | {len(costs)} | {mean_cell([c['steps'] for c in costs], 1, 1)} | "
+                         f"{mean_cell([c['per_step'] for c in costs], 1, 0)} | "
+                         f"{mean_cell([c['step_time'] / 60 for c in costs], 1, 1)} | {mean_cell(paths, 1, 0)} |")
+        lines += ["", "Runs (date, machine, wall time with start-up, the start's weights; the record holds the command "
+                  "and every logged value, and the folder beside it each evaluation's per-question results):", "",
+                  "| arm | start | date | wall | machine | start's weights | record |",
+                  "|---|---:|---|---:|---|---|---|"]
+        lines += [f"| {m} | {s} | {r['record']['date']} | {r['record']['wall_s'] / 60:.1f} min | "
+                  f"{r['record']['machine']} | {r['start'] or ''} | [{m}_seed{s}.json]({records}/{m}_seed{s}.json) |"
+                  for (m, s), r in sorted(runs.items(), key=lambda kv: (method_order(kv[0][0]), kv[0][1]))]
+    return "\n".join(lines)
+
+
+def sweep_table(sweep: dict[float, dict], protocol: Protocol, size: Size) -> list[str]:
+    """The learning-rate sweep's curves at the marks, each rate's area and largest drop, and the rate taken."""
+    curves = {lr: run[FILTERED]["curve"] for lr, run in sweep.items()}
+    complete = len(sweep) == len(protocol.sweep)
+    fractions = {lr: {m: v / 100 for m, v in curve.items()} for lr, curve in curves.items()}  # the rule's unit
+    taken = choose_lr_by_area(protocol.sweep, fractions, size.marks, protocol.max_drop) if complete else None
+    points = (0, *size.marks)
+    lines = ["", f"Learning-rate sweep ({BASELINE}, start 0; filtered held-out Avg@{size.run.eval_k}, %, at each mark "
+             "of responses; the rule: among the rates whose curve never drops by more than "
+             f"{100 * protocol.max_drop:g} points between consecutive marks, the largest area)"
+             + ("" if complete else "; not finished") + ":", "",
+             "| lr | " + " | ".join(f"{m:,}" for m in points) + " | largest drop | area | taken |",
+             "|---|" + "---:|" * (len(points) + 2) + "---|"]
+    for lr, curve in curves.items():
+        drop = max(curve[a] - curve[b] for a, b in zip(points, points[1:]))
+        lines.append(f"| {lr:g} | " + " | ".join(f"{curve[m]:.1f}" for m in points) + f" | {max(drop, 0.0):.1f} | "
+                     f"{auc_over_marks(curve, size.marks):.1f} | {'yes' if lr == taken else ''} |")
+    return lines
+
+
+def pair_section(runs: dict, method: str, size: Size, protocol: Protocol) -> list[str]:
+    """One arm against GRPO-n4, paired by start: the table, the mean and its intervals, the starts needed and the
+    secondary measures."""
+    marks, last = size.marks, size.marks[-1]
+    starts = sorted(s for m, s in runs if m == method and (BASELINE, s) in runs)
+    if not starts:
+        return []
+    mine = {s: runs[(method, s)][FILTERED] for s in starts}
+    theirs = {s: runs[(BASELINE, s)][FILTERED] for s in starts}
+    primary = {s: auc_over_marks(mine[s]["curve"], marks) - auc_over_marks(theirs[s]["curve"], marks) for s in starts}
+    actual = {}
+    for s in starts:
+        upto = min(mine[s]["points"][-1][0], theirs[s]["points"][-1][0])
+        actual[s] = auc_at_actual(mine[s]["points"], upto) - auc_at_actual(theirs[s]["points"], upto)
+    overshoot = {s: max(r - m for m, (r, _) in zip(marks, mine[s]["points"][1:])) for s in starts}
+    lines = ["", f"**Primary measure, {method} - {BASELINE}**, paired by start:", "",
+             f"| start | same weights | {BASELINE} area | {method} area | difference | at {last:,} | "
+             f"at actual responses | {method}'s largest overshoot |", "|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for s in starts:
+        same = runs[(method, s)]["start"] == runs[(BASELINE, s)]["start"]
+        lines.append(f"| {s} | {'yes' if same else 'no'} | {auc_over_marks(theirs[s]['curve'], marks):.1f} | "
+                     f"{auc_over_marks(mine[s]['curve'], marks):.1f} | {primary[s]:+.1f} | "
+                     f"{mine[s]['curve'][last] - theirs[s]['curve'][last]:+.1f} | {actual[s]:+.1f} | "
+                     f"{overshoot[s]:.0f} |")
+    diffs = [primary[s] for s in starts]
+    lines.append("")
+    if len(diffs) < 2:
+        lines.append(f"One start so far ({diffs[0]:+.1f} points): no interval yet.")
+        return lines
+    mean, half = mean_ci(diffs)
+    low, high = paired_bootstrap([({m: mine[s]["questions"][m] for m in (0, *marks)},
+                                   {m: theirs[s]["questions"][m] for m in (0, *marks)}) for s in starts], marks)
+    verdict = (f"{method}'s area is {'higher' if mean > 0 else 'lower'} than {BASELINE}'s at equal responses on these "
+               "starts: the interval excludes 0" if excludes_zero(diffs) else
+               "the interval includes 0: no difference is resolved on these starts")
+    if len(diffs) < protocol.pilot_seeds:
+        sizing = f"{len(diffs)} of the {protocol.pilot_seeds} pilot starts are done"
+    else:
+        pilot = sd([primary[s] for s in starts[:protocol.pilot_seeds]])
+        needed, target = planned_seeds(pilot, protocol)
+        sizing = (f"From the {protocol.pilot_seeds} pilot starts' SD ({pilot:.1f}), resolving a "
+                  f"{protocol.primary_effect:g}-point difference at 80% power (two-sided 5%) needs {needed} starts"
+                  + (f" (the protocol stops at {protocol.most_seeds})" if needed > protocol.most_seeds else "")
+                  + f"; {len(diffs)} are done, so the runs " + (f"extend to {target}" if len(diffs) < target
+                                                               else "stop here"))
+    lines.append(f"Mean difference {mean:+.1f} ± {half:.1f} points (95% t interval over {len(diffs)} starts); "
+                 f"{verdict}. Resampling starts and, within each, held-out questions: {low:+.1f} to {high:+.1f}. "
+                 f"{sizing}. Secondary, described and not tested: at each evaluation's actual responses the area "
+                 f"difference is {mean_cell(list(actual.values()), 1.0, sign='+')}; at {last:,} responses "
+                 f"{mean_cell([mine[s]['curve'][last] - theirs[s]['curve'][last] for s in starts], 1.0, sign='+')}; "
+                 "on the unfiltered held-out set the area difference is "
+                 + mean_cell([auc_over_marks(runs[(method, s)][UNFILTERED]["curve"], marks)
+                              - auc_over_marks(runs[(BASELINE, s)][UNFILTERED]["curve"], marks) for s in starts],
+                             1.0, sign="+") + ".")
+    return lines

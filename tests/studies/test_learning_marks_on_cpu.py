@@ -1,0 +1,150 @@
+"""The third learning protocol's marks: checkpoints kept at the steps that reach them, the run stopped at the
+budget, and the seeded evaluation with per-question results beside the record (vLLM replaced by a fake sampler)."""
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from studies.learning import marks as learning_marks
+from studies.learning import protocol as learning_protocol
+from studies.learning import training as learning_training
+
+QUICK = learning_protocol.PROTOCOLS["third"].quick  # budget 16, marks 8 and 16, 2 prompts a step
+
+
+def save_step(run_dir: Path, step: int) -> None:
+    """What verl's save leaves: the step's folder (the trainer keeps one: the older is removed)."""
+    for old in (run_dir / "checkpoints").glob("global_step_*"):
+        for f in old.rglob("*"):
+            f.unlink() if f.is_file() else None
+    folder = run_dir / "checkpoints" / f"global_step_{step}" / "actor"
+    folder.mkdir(parents=True)
+    (folder / "model_world_size_1_rank_0.pt").write_text(f"weights of step {step}")
+
+
+def test_the_watch_keeps_each_crossing_steps_checkpoint_and_stops_at_the_budget(tmp_path):
+    watch = learning_marks.BudgetWatch(tmp_path, QUICK)
+    for step, drawn, done in [(1, 6, False), (2, 6, False), (3, 6, True)]:  # cumulative 6, 12, 18
+        save_step(tmp_path, step)
+        assert watch.on_step(step, {"reinforce_ada/samples_total": drawn}) is done
+    # mark 8 was crossed in step 2, mark 16 in step 3: their checkpoints survive the trainer's clean-up
+    for mark, step in ((8, 2), (16, 3)):
+        kept = learning_marks.mark_folder(tmp_path, mark)
+        assert (kept / "actor" / "model_world_size_1_rank_0.pt").read_text() == f"weights of step {step}"
+        assert (kept / "step.txt").read_text() == f"{step}\n"
+    # a resumed attempt counts the responses its earlier attempts logged
+    again = learning_marks.BudgetWatch(tmp_path / "other", QUICK, {0: {}, 1: {"reinforce_ada/samples_total": 20}})
+    assert again.done()
+    with pytest.raises(FileNotFoundError, match="checkpoint of step 4, which reached 8 responses, is missing"):
+        learning_marks.BudgetWatch(tmp_path / "none", QUICK).on_step(4, {"reinforce_ada/samples_total": 9})
+
+
+def test_a_run_ends_at_the_first_step_that_reaches_the_budget_and_its_command_saves_every_step():
+    logged = {0: {}, **{s: {"reinforce_ada/samples_total": 6} for s in (1, 2, 3, 4)}}
+    assert learning_training.last_step(logged, QUICK) == 3
+    assert learning_training.last_step({0: {}}, QUICK) == QUICK.run.steps  # not reached yet
+    assert learning_training.last_step(logged, replace(QUICK, budget=0)) == QUICK.run.steps
+    files = {"files": {k: f"{k}.parquet" for k in ("train", "heldout_filtered", "heldout_all")}}
+    command = learning_training.run_command("grpo_n4", 0, Path("m"), files, QUICK, 4, Path("run"), 16)
+    # GRPO-n4 draws 8 a step: 2 steps to 16 responses, verl stops itself there
+    assert {"trainer.total_training_steps=2", "trainer.save_freq=1", "trainer.test_freq=-1",
+            "trainer.val_before_train=false"} <= set(command)
+    adaptive = learning_training.run_command("balance", 0, Path("m"), files, QUICK, 4, Path("run"), 16)
+    assert f"trainer.total_training_steps={QUICK.run.steps}" in adaptive
+
+
+def test_a_run_at_equal_responses_is_stopped_at_its_budget_and_recorded(tmp_path, monkeypatch):
+    """A fake trainer logs 6 responses a step and would run for a minute: the harness keeps the checkpoints of the
+    marks' steps, stops it after step 3 (18 >= 16) and writes the record of steps 1-3."""
+    run_dir = tmp_path / "work" / "runs" / "balance" / "seed0"
+    script = (
+        "import json, os, pathlib, time\n"
+        f"run = pathlib.Path({str(run_dir)!r})\n"
+        "for step in range(1, 50):\n"
+        "    d = run / 'checkpoints' / f'global_step_{step}' / 'actor'\n"
+        "    d.mkdir(parents=True, exist_ok=True)\n"
+        "    (d / 'model_world_size_1_rank_0.pt').write_text(str(step))\n"
+        "    with open(os.environ['VERL_FILE_LOGGER_PATH'], 'a') as f:\n"
+        "        f.write(json.dumps({'step': step, 'data': {'reinforce_ada/samples_total': 6}}) + '\\n')\n"
+        "    time.sleep(1.5)\n"
+    )
+    monkeypatch.setattr(learning_training, "run_command", lambda *a, **k: [sys.executable, "-c", script])
+    record = learning_training.train_run("balance", 0, tmp_path / "model", {}, QUICK, 4, tmp_path / "work",
+                                         tmp_path / "results", 16)
+    saved = json.loads(record.read_text())
+    assert sorted(int(s) for s in saved["steps"]) == [1, 2, 3] and saved["size"]["budget"] == 16
+    assert saved["wall_s"] < 30  # stopped at the budget, not run to its 49th step (73 s)
+    assert (learning_marks.mark_folder(run_dir, 8) / "step.txt").read_text() == "2\n"
+    assert (learning_marks.mark_folder(run_dir, 16) / "step.txt").read_text() == "3\n"
+
+
+def write_heldout(path: Path, answers: list[str]) -> str:
+    pd.DataFrame({"prompt": [[{"role": "user", "content": f"q{i}"}] for i in range(len(answers))],
+                  "reward_model": [{"ground_truth": a} for a in answers],
+                  "data_source": ["arithmetic"] * len(answers)}).to_parquet(path)
+    return str(path)
+
+
+def test_each_mark_is_evaluated_once_with_its_per_question_results_beside_the_record(tmp_path):
+    files = {"heldout_filtered": write_heldout(tmp_path / "f.parquet", ["1", "2"]),
+             "heldout_all": write_heldout(tmp_path / "a.parquet", ["3", "4", "5", "6"])}
+    run_dir = tmp_path / "run"
+    for mark in (8, 16):
+        folder = learning_marks.mark_folder(run_dir, mark)
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+        (folder / "model.safetensors").write_text("")
+    seen = []
+
+    def factory(model):
+        seen.append(model.name)
+
+        def sample(prompts, k):  # question 0 right on every draw, the others wrong
+            return [[f"\\boxed{{{'1' if i == 0 else 'x'}}}"] * k for i in range(len(prompts))]
+        return sample
+
+    logged = {s: {"reinforce_ada/samples_total": 6} for s in (1, 2, 3)}
+    done = learning_marks.evaluate_marks(run_dir, tmp_path / "results", "balance", 0, files, QUICK, logged, factory)
+    assert seen == ["mark8", "mark16"] and not learning_marks.mark_folder(run_dir, 8).exists()
+    assert (done[8]["step"], done[8]["responses"], done[16]["step"], done[16]["responses"]) == (2, 12.0, 3, 18.0)
+    assert done[8]["accuracy"] == {learning_protocol.FILTERED: 0.5, learning_protocol.UNFILTERED: 0.0}
+    questions = done[16]["per_question"][learning_protocol.FILTERED]
+    assert [q["correct"] for q in questions] == [QUICK.run.eval_k, 0]
+    assert done[16]["settings"]["seed"] == learning_marks.EVAL_SEED
+    path = learning_marks.evaluation_path(tmp_path / "results", "balance", 0, 16)
+    assert json.loads(path.read_text()) == done[16]
+    # evaluated once: a rerun reads them back
+    assert learning_marks.evaluate_marks(run_dir, tmp_path / "results", "balance", 0, files, QUICK, logged,
+                                         factory) == done and len(seen) == 2
+    with pytest.raises(SystemExit, match=r"never reached mark\(s\) \[16\]"):
+        learning_marks.evaluate_marks(run_dir, tmp_path / "r2", "balance", 0, files, QUICK,
+                                      {1: {"reinforce_ada/samples_total": 8}}, factory)
+
+
+def test_a_failed_evaluation_in_its_child_process_stops_the_study(tmp_path, monkeypatch):
+    """The evaluation runs in a child process (vLLM out of the harness's process and environment): a model folder
+    without weights fails there, and the study stops saying which evaluation failed, with nothing written."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    out = tmp_path / "mark8.json"
+    with pytest.raises(SystemExit, match="the evaluation of .*empty exited with status 1"):
+        learning_marks.evaluate_checkpoint(tmp_path / "empty", {"heldout_filtered": "f", "heldout_all": "a"},
+                                           QUICK, out, {"mark": 8})
+    assert not out.exists()
+
+
+def test_every_question_has_its_own_seeds_whatever_the_model():
+    """vLLM gives a request's j-th response the seed ``seed + j``: question i's requests start at ``i k``, so no two
+    responses share a seed and every arm draws the same random numbers for a question."""
+    class Engine:
+        def chat(self, prompts, params, use_tqdm):
+            self.seeds = [p.seed for p in params]
+            return [type("Out", (), {"outputs": [type("C", (), {"text": "t"})] * p.n}) for p in params]
+
+    engine = Engine()
+    sample = learning_marks.seeded_sampler(engine, 1.0, 32)
+    assert sample([[{"role": "user", "content": "q"}]] * 3, 4) == [["t"] * 4] * 3
+    assert engine.seeds == [0, 4, 8]
