@@ -68,7 +68,18 @@ class BudgetWatch:
         for mark, (at, _) in crossings(self.drawn, self.size.marks).items():
             if at == step and (mark not in before or not mark_folder(self.run_dir, mark).exists()):
                 keep_checkpoint(self.run_dir, step, mark)
+        self._remove_old_checkpoints(step)
         return self.done()
+
+    def _remove_old_checkpoints(self, step: int) -> None:
+        """Deletes the checkpoints of steps before ``step`` except the newest saved one: the marks' are linked
+        already, and a resumed run needs only the newest."""
+        saved = {int(f.name.rsplit("_", 1)[1]): f for f in (self.run_dir / "checkpoints").glob("global_step_*")
+                 if f.name.rsplit("_", 1)[1].isdigit()}
+        newest = max(saved, default=None)
+        for at, folder in saved.items():
+            if at < step and at != newest:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def done(self) -> bool:
         """Whether the logged steps have drawn the budget."""

@@ -60,7 +60,10 @@ def run_command(
     # validates nothing. A GRPO arm stops on its own at the step that reaches the budget, an adaptive one is stopped
     # by the harness there
     budget = [f"trainer.total_training_steps={steps_to_budget(method, size)}",
-              f"trainer.save_freq={save_every(method, size)}", "trainer.test_freq=-1"] if size.budget else []
+              f"trainer.save_freq={save_every(method, size)}", "trainer.test_freq=-1",
+              # verl's own clean-up (keep 1) could delete a mark's checkpoint before the harness sees the step logged
+              # (a fast step saves the next one first); the harness removes the checkpoints it no longer needs
+              "trainer.max_actor_ckpt_to_keep=null"] if size.budget else []
     return with_overrides(base, [
         f"data.val_files=[{files['heldout_filtered']},{files['heldout_all']}]",
         "data.shuffle=true", f"data.seed={seed}", f"reinforce_ada.sampling_seed={seed}",

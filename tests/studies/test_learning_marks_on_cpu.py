@@ -43,6 +43,25 @@ def test_the_watch_keeps_each_crossing_steps_checkpoint_and_stops_at_the_budget(
         learning_marks.BudgetWatch(tmp_path / "none", QUICK).on_step(4, {"reinforce_ada/samples_total": 9})
 
 
+def test_a_marks_checkpoint_is_kept_when_the_trainer_saved_the_next_step_before_the_watch_saw_this_one(tmp_path):
+    """A fast step: the trainer has saved steps 1-3 when the watch reads step 2's log line. The mark's checkpoint
+    (step 2) is linked, the steps before it go, and the newest saved one (3) stays for a resume."""
+    watch = learning_marks.BudgetWatch(tmp_path, QUICK)
+    for step in (1, 2, 3):  # saved with verl's clean-up off (max_actor_ckpt_to_keep=null), as the command asks
+        folder = tmp_path / "checkpoints" / f"global_step_{step}" / "actor"
+        folder.mkdir(parents=True)
+        (folder / "model_world_size_1_rank_0.pt").write_text(f"weights of step {step}")
+    watch.on_step(1, {"reinforce_ada/samples_total": 6})
+    watch.on_step(2, {"reinforce_ada/samples_total": 6})  # 12 >= 8
+    kept = learning_marks.mark_folder(tmp_path, 8)
+    assert (kept / "actor" / "model_world_size_1_rank_0.pt").read_text() == "weights of step 2"
+    assert sorted(f.name for f in (tmp_path / "checkpoints").glob("global_step_*")) == ["global_step_2",
+                                                                                         "global_step_3"]
+    files = {"files": {"train": "t", "heldout_filtered": "f", "heldout_all": "a"}}
+    command = learning_training.run_command("balance", 0, Path("m"), files, QUICK, 4, Path("run"), 16)
+    assert "trainer.max_actor_ckpt_to_keep=null" in command  # verl's own clean-up would race the watch
+
+
 def test_a_run_ends_at_the_first_step_that_reaches_the_budget_and_its_command_saves_every_step():
     logged = {0: {}, **{s: {"reinforce_ada/samples_total": 6} for s in (1, 2, 3, 4)}}
     assert learning_training.last_step(logged, QUICK) == 3
