@@ -5,9 +5,9 @@
 
 A data stream of prompts with known pass rates (a JSONL file of ``{"pass_rate": p}`` rows, optionally filtered to
 an interval, optionally rising over training by ``--drift`` logits per epoch) is trained on for the same number
-of steps twice: by GRPO-n alone, and by GRPO-n with ``reinforce_ada.skip`` (the package's own rule,
-:class:`reinforce_ada.core.skip.SkipRule`, with the rollout's refill: a skipped prompt is replaced by the next one
-of the stream). Each prompt sampled draws n Bernoulli(p) rewards; its group has signal when they are not all equal.
+of steps twice: by GRPO-n alone, and by GRPO-n with ``reinforce_ada.skip`` (the package's own rule and refill,
+:func:`reinforce_ada.core.skip.fill`: a skipped prompt is replaced by the next one of the stream). Each prompt
+sampled draws n Bernoulli(p) rewards; its group has signal when they are not all equal.
 Both draw n responses for each of ``batch`` prompts a step, so at the same steps they draw the same responses, and
 the measures compare them at equal responses:
 
@@ -32,9 +32,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from reinforce_ada.core.skip import SkipRule
-
-MAX_REFILLS = 8  # as the rollout's (reinforce_ada.integration.prompt_skip)
+from reinforce_ada.core.skip import SkipDecision, SkipRule, fill
 
 
 def load_pass_rates(path: str | Path, low: float | None = None, high: float | None = None) -> list[float]:
@@ -81,23 +79,17 @@ def replay(rates: Sequence[float], n: int, batch: int, steps: int, rule: SkipRul
 
     informative = skipped = lost = 0
     for step in range(1, steps + 1):
-        sampled: list[int] = []
-        need = batch
-        for attempt in range(MAX_REFILLS + 1):
-            fresh = [fetch() for _ in range(need)]
-            if rule is None or attempt == MAX_REFILLS:
-                sampled += fresh
-                break
-            decisions = rule.decide([str(p) for p in fresh], step)
-            for prompt, decision in zip(fresh, decisions):
-                if decision.skipped:
-                    skipped += 1
-                    lost += group_has_signal(prompt)  # the group it would have drawn, thrown away
-                else:
-                    sampled.append(prompt)
-            need = batch - len(sampled)
-            if need == 0:
-                break
+        if rule is None:
+            sampled = [fetch() for _ in range(batch)]
+        else:
+            def refill(decisions: list[SkipDecision]) -> list[str]:
+                nonlocal skipped, lost
+                skipped += len(decisions)
+                lost += sum(group_has_signal(int(d.key)) for d in decisions)  # the groups thrown away
+                return [str(fetch()) for _ in decisions]
+
+            first = [str(fetch()) for _ in range(batch)]
+            sampled = [int(d.key) for d in fill(rule, first, step, refill) if not d.skipped]
         for prompt in sampled:
             signal = group_has_signal(prompt)
             informative += signal

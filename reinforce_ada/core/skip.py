@@ -18,11 +18,12 @@ JSON data, saved with the pass-rate tracker in verl's checkpoints.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 STATE_VERSION = 1
+MAX_REFILLS = 8  # then the rest of a batch is sampled whatever the rule says, so a step always ends
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,33 @@ class SkipRule:
         if not isinstance(streaks, Mapping) or not all(isinstance(v, int) and v > 0 for v in streaks.values()):
             raise ValueError("skip state: 'streaks' must map prompt keys to positive integers")
         self._streaks = {str(k): int(v) for k, v in streaks.items()}
+
+
+def fill(rule: SkipRule, keys: Sequence[str], step: int,
+         refill: Callable[[list[SkipDecision]], Sequence[str]]) -> list[SkipDecision]:
+    """Decides on a batch and on the replacements of its skipped prompts, round after round.
+
+    Args:
+        rule: The skip rule.
+        keys: The batch's prompt keys.
+        step: The training step.
+        refill: Given a round's skipped decisions, the keys of as many next prompts of the data.
+
+    Returns:
+        Every decision in the order made (the batch's, then each refill's); the prompts not skipped are the
+        batch to sample, as many as ``keys``. After :data:`MAX_REFILLS` refills nothing more is skipped.
+    """
+    decisions: list[SkipDecision] = []
+    for attempt in range(MAX_REFILLS + 1):
+        made = rule.decide(keys, step)
+        if attempt == MAX_REFILLS:
+            made = [replace(d, skipped=False) for d in made]
+        decisions += made
+        skipped = [d for d in made if d.skipped]
+        if not skipped:
+            break
+        keys = refill(skipped)
+    return decisions
 
 
 def skip_metrics(decisions: Sequence[SkipDecision], signal: Mapping[str, bool]) -> dict[str, float]:

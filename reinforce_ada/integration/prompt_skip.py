@@ -11,8 +11,8 @@ samples the whole batch in one rollout. So a step still trains on ``train_batch_
 costs one dataloader fetch and no generation, and the dataloader's position, saved in verl's checkpoints,
 says where the data stands.
 
-After :data:`MAX_REFILLS` refills the rest of a batch is sampled whatever the rule says, so a step always ends
-(at most 10 % of the prompts are skipped at the default cap: a refill finds mostly prompts to keep).
+After :data:`reinforce_ada.core.skip.MAX_REFILLS` refills the rest of a batch is sampled whatever the rule says, so
+a step always ends.
 """
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ from verl.utils import tensordict_utils as tu
 
 from reinforce_ada.core.messages import say
 from reinforce_ada.core.sampler import PromptSampler
-from reinforce_ada.core.skip import SkipDecision, SkipRule, skip_metrics
+from reinforce_ada.core.skip import SkipDecision, SkipRule, fill, skip_metrics
 from reinforce_ada.integration import handover
-
-MAX_REFILLS = 8
 
 
 class PromptSkipper:
@@ -56,26 +54,25 @@ class PromptSkipper:
         Returns:
             The batch to sample, as many rows as ``prompts``.
         """
-        parts, self._decisions, batch = [], [], prompts
-        for attempt in range(MAX_REFILLS + 1):
-            keys = self._keys_of(batch)
-            decisions = self.rule.decide(keys, step)
-            if attempt == MAX_REFILLS:  # enough: sample the rest
-                decisions = [SkipDecision(d.key, d.streak, d.probability, False) for d in decisions]
-            self._decisions += decisions
-            kept = [i for i, d in enumerate(decisions) if not d.skipped]
-            skipped = [str(batch["uid"][i]) for i, d in enumerate(decisions) if d.skipped]
-            if kept:
-                parts.append(batch if not skipped else tu.index_select_tensor_dict(batch, kept))
-            if not skipped:
-                break
-            self._forget(skipped)
+        batches = [prompts]
+
+        def refill(skipped: list[SkipDecision]) -> list[str]:
             say(f"step {step}: skipped {len(skipped)} prompts whose recent pools had no signal; fetching "
-                     f"{len(skipped)} more from the data")
-            batch = self._refill(len(skipped))
-        return parts[0] if len(parts) == 1 else tu.concat_tensordict(parts)
+                f"{len(skipped)} more from the data")
+            batches.append(self._refill(len(skipped)))
+            return self._keys_of(batches[-1])
+
+        self._decisions = fill(self.rule, self._keys_of(prompts), step, refill)
+        everything = prompts if len(batches) == 1 else tu.concat_tensordict(batches)
+        uids = [str(u) for u in everything["uid"]]
+        skipped = [uids[i] for i, d in enumerate(self._decisions) if d.skipped]
+        if not skipped:
+            return prompts
+        self._forget(skipped)
+        return tu.index_select_tensor_dict(everything, [i for i, d in enumerate(self._decisions) if not d.skipped])
 
     def _refill(self, count: int):
+        """verl's refill of ``count`` prompts, which it submits to the manager, who hands them back here."""
         self._arrivals = []
         try:
             handover.refill(count)

@@ -90,3 +90,21 @@ def test_the_metrics_count_skips_and_how_often_a_probe_found_signal():
     assert metrics == {"skipped": 1.0, "fetched": 4.0, "candidates_probed": 2.0, "probe_signal_frac": 0.5,
                        "skip_probability_mean": pytest.approx(1.75 / 4)}
     assert "probe_signal_frac" not in skip_metrics([SkipDecision("new", 0, 0.0, False)], {"new": True})
+
+
+def test_fill_replaces_each_skipped_prompt_and_stops_skipping_after_the_last_refill():
+    from reinforce_ada.core.skip import MAX_REFILLS, fill
+
+    rule = SkipRule(growth=1.0, cap=0.99)
+    stream = iter(f"p{i}" for i in range(10_000))
+    for i in range(10_000):
+        rule.observe(f"p{i}", had_signal=False)  # every prompt a candidate, skipped with p = 0.99
+    refills = []
+
+    def refill(skipped):
+        refills.append(len(skipped))
+        return [next(stream) for _ in skipped]
+
+    decisions = fill(rule, [next(stream) for _ in range(8)], step=1, refill=refill)
+    assert sum(not d.skipped for d in decisions) == 8  # the batch keeps its size
+    assert len(refills) == MAX_REFILLS and len(decisions) == 8 + sum(refills)  # then the rest is sampled

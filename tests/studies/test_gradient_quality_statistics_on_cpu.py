@@ -119,14 +119,19 @@ def test_the_snr_noise_is_that_of_fresh_draws_whatever_share_of_the_pool_is_draw
     assert ratios["old"][0] < 1.5 and ratios["old"][-1] > 3 * ratios["old"][0], ratios  # rises with the draw
 
 
-def test_every_interval_is_recomputed_from_the_json_alone(first_design):
-    ckpt = first_design
+def assert_each_method_recomputes(ckpt: dict) -> None:
+    """Every method's per-batch values are in the JSON, and each of its intervals recomputes from them."""
     assert ckpt["interval"] == intervals.METHOD and len(ckpt["batches"]) == SIZE.batches
     for name, m in ckpt["methods"].items():
         assert set(m["per_batch"]) == {"cos_train", "cos_heldout", "gain", "signal", "noise", "samples_per_prompt"}
         assert all(len(v) == SIZE.batches for v in m["per_batch"].values())
         for key in intervals.MEASURES:
             assert intervals.from_json(ckpt, key, name) == pytest.approx(m[key]), (name, key)
+
+
+def test_every_interval_is_recomputed_from_the_json_alone(first_design):
+    ckpt = first_design
+    assert_each_method_recomputes(ckpt)
     for reference, rows in ckpt["paired"].items():
         for name, pair in rows.items():
             for key in replay.PAIRED:
@@ -143,12 +148,7 @@ def test_every_interval_is_recomputed_from_the_json_alone(first_design):
 
 def test_every_equal_samples_interval_is_recomputed_from_the_json_alone(equal_samples):
     ckpt = equal_samples
-    assert ckpt["interval"] == intervals.METHOD and len(ckpt["batches"]) == SIZE.batches
-    for name, m in ckpt["methods"].items():
-        assert set(m["per_batch"]) == {"cos_train", "cos_heldout", "gain", "signal", "noise", "samples_per_prompt"}
-        assert all(len(v) == SIZE.batches for v in m["per_batch"].values())
-        for key in intervals.MEASURES:
-            assert intervals.from_json(ckpt, key, name) == pytest.approx(m[key]), (name, key)
+    assert_each_method_recomputes(ckpt)
     for name, pair in ckpt["paired_matched"].items():
         for key in replay.PAIRED:
             assert intervals.from_json(ckpt, key, name, pair["reference"]) == pytest.approx(pair[key]), (name, key)
