@@ -3,10 +3,12 @@ GRPO matched to balance's responses; shared by the modules that run the study an
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 
+from reinforce_ada.core.config import SamplerConfig
 from reinforce_ada.demo.config import DemoSize
 from reinforce_ada.platform.cpu import VLLM_BLOCK_SIZE
+from studies.gradient_quality.design import EQUAL_SAMPLES
 
 FILTERED, UNFILTERED = "arithmetic_filtered", "arithmetic_all"  # the held-out sets' data_source
 EASY = (0.0, 0.3125)  # the paper's "easy" filter: 0 < pass rate <= 5/16
@@ -166,7 +168,27 @@ def method_overrides(method: str, size: Size, matched_n: int) -> tuple[str, int,
             "reinforce_ada.round_size=8", "reinforce_ada.max_rounds=4",
             f"actor_rollout_ref.rollout.n={size.run.group_size}",
         ]
-    raise SystemExit(f"[learning] --methods: unknown method {method!r}; known: {', '.join(METHODS)} or grpo_n<k>")
+    if method in EQUAL_SAMPLES.candidates:
+        return method, size.run.group_size, candidate_overrides(EQUAL_SAMPLES.candidates[method], size.run.group_size)
+    raise SystemExit(f"[learning] --methods: unknown method {method!r}; known: {', '.join(METHODS)}, grpo_n<k> or "
+                     f"a candidate of the equal-samples gradient-quality study ({', '.join(EQUAL_SAMPLES.candidates)})")
+
+
+def candidate_overrides(sampler: SamplerConfig, group_size: int) -> list[str]:
+    """The Hydra overrides that make verl's run sample as ``sampler`` does, with n the run's group size: every
+    setting of ``sampler`` that differs from the package's default, so that a learning arm is the configuration the
+    gradient-quality study measured under the same name.
+
+    Raises:
+        ValueError: If ``sampler``'s n is not ``group_size`` (the learning runs keep the same group for every arm).
+    """
+    if sampler.n != group_size:
+        raise ValueError(f"the candidate keeps groups of {sampler.n}, the learning runs' group size is {group_size}")
+    default = SamplerConfig()
+    changed = [f"reinforce_ada.{f.name}={getattr(sampler, f.name)}" for f in fields(SamplerConfig)
+               if f.name != "n" and getattr(sampler, f.name) != getattr(default, f.name)]
+    return ["reinforce_ada.enable=true", "algorithm.adv_estimator=reinforce_ada",
+            f"actor_rollout_ref.rollout.n={group_size}", *changed]
 
 
 def balance_samples_per_prompt(pass_rates: list[float], n: int, repeats: int = 20, seed: int = 0) -> float:

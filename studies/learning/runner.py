@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="every phase in minutes: 12 questions, 1 step, 1 seed")
     parser.add_argument("--seeds", type=int, nargs="+", help="run seeds (default: the protocol's; --quick 0)")
     parser.add_argument("--methods", nargs="+", help="default: the protocol's; grpo_n4, balance, est, pos, "
-                        "grpo_matched (GRPO at balance's samples) or grpo_n<k>")
+                        "grpo_matched (GRPO at balance's samples), grpo_n<k>, or a candidate of the equal-samples "
+                        "gradient-quality study by its name there (balance_budget1.5, est, ...)")
     parser.add_argument("--work", help="scratch: data, run folders, checkpoints (default outputs/learning[_second]; "
                         "--quick: outputs/learning[_second]_quick)")
     parser.add_argument("--results", help="runs.json, steps.json, curves.png, pass rates and run records (default: "

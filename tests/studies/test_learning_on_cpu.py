@@ -7,8 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hydra import compose, initialize_config_module
 
 from reinforce_ada.demo.config import DemoSize
+from reinforce_ada.integration.verl_config import sampler_config
 from studies.learning import data as learning_data
 from studies.learning import first_section, second_section
 from studies.learning import protocol as learning_protocol
@@ -16,6 +18,7 @@ from studies.learning import records as learning_records
 from studies.learning import report as learning_report
 from studies.learning import runner as learning
 from studies.learning import start as learning_start
+from studies.gradient_quality.design import EQUAL_SAMPLES
 from studies.learning import training as learning_training
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,6 +206,16 @@ def test_methods_and_overrides():
     assert [learning_training.micro_batch_size(s) for s in (16, 80, 128, 4 * 13)] == [16, 20, 32, 26]
     merged = learning_training.with_overrides(["a=1", "+b=2", "-m", "c=3"], ["b=5", "d=4"])
     assert merged == ["a=1", "-m", "c=3", "b=5", "d=4"]
+
+
+@pytest.mark.parametrize("candidate", sorted(EQUAL_SAMPLES.candidates))
+def test_each_equal_samples_candidate_runs_in_verl_as_the_gradient_quality_study_measured_it(candidate):
+    name, k, overrides = learning_protocol.method_overrides(candidate, learning_protocol.DEFAULT, 16)
+    assert (name, k) == (candidate, 4)
+    with initialize_config_module(config_module="reinforce_ada.configs", version_base=None):
+        config = compose(config_name="reinforce_ada", overrides=overrides)
+    assert config.algorithm.adv_estimator == "reinforce_ada" and config.reinforce_ada.enable
+    assert sampler_config(config) == EQUAL_SAMPLES.candidates[candidate]
 
 
 def test_the_matched_n_is_what_balance_draws_on_these_pass_rates():
