@@ -19,6 +19,7 @@ from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 
 from reinforce_ada.core.config import SamplerConfig
 from reinforce_ada.core.groups import candidates
+from reinforce_ada.core.metrics import CriticalPath
 from reinforce_ada.core.sampler import RewardError
 from reinforce_ada.core.seeding import sample_seed
 from reinforce_ada.core.tracker import prompt_identities
@@ -32,7 +33,6 @@ from reinforce_ada.integration.agents import (
 )
 from reinforce_ada.integration.handover import pop_step_metrics
 from reinforce_ada.integration.rollout import (
-    CriticalPath,
     RewardTally,
     check_streaming_reward,
     is_number,

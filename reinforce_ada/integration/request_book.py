@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 from verl.utils import tensordict_utils as tu
 
 from reinforce_ada.core.messages import say, say_once
+from reinforce_ada.core.metrics import CriticalPath
 from reinforce_ada.core.sampler import FAILED
 from reinforce_ada.integration.agents import Episode
-from reinforce_ada.integration.rollout import CriticalPath, RewardTally, SampleRecord
+from reinforce_ada.integration.rollout import RewardTally, SampleRecord
 
 SESSION_OFFSET = "__reinforce_ada_session_offset__"
 SEED_SLOTS = "__reinforce_ada_seed_slots__"  # per row: each sample's slot among the prompt's first attempts

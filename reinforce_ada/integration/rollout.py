@@ -57,30 +57,6 @@ class RewardTally:
         }
 
 
-class CriticalPath:
-    """The step's generation latency in tokens, which holds on any machine: on a GPU a batch of requests lasts
-    about as long as its longest response.
-
-    In ``rounds`` mode every round waits for its longest response: the path is the sum over rounds of each
-    round's longest. In ``async`` mode a prompt's requests follow one another and prompts run side by side: the
-    path is the longest chain, over prompts, of the sum of each request's longest response.
-    """
-
-    def __init__(self):
-        self.rounds = 0
-        self.chains: dict[int, int] = defaultdict(int)
-
-    def add_round(self, lengths: Sequence[int]) -> None:
-        self.rounds += max(lengths, default=0)
-
-    def add_request(self, prompt: int, lengths: Sequence[int]) -> None:
-        self.chains[prompt] += max(lengths, default=0)
-
-    def metrics(self) -> dict[str, float]:
-        """``critical_path_tokens``."""
-        return {"critical_path_tokens": float(max(self.rounds, max(self.chains.values(), default=0)))}
-
-
 def is_number(value) -> bool:
     return isinstance(value, (int, float, np.number))
 

@@ -14,6 +14,7 @@ import numpy as np
 from reinforce_ada.core.advantage import outcome_advantages
 from reinforce_ada.core.config import SamplerConfig
 from reinforce_ada.core.messages import say
+from reinforce_ada.core.metrics import CriticalPath
 from reinforce_ada.core.step import run_step
 from reinforce_ada.core.tracker import PassRateTracker, plan_first_requests
 from studies.gradient_quality import intervals
@@ -51,17 +52,22 @@ def replay(config: SamplerConfig, prompts: list[dict], order: list[np.ndarray], 
 
     Returns:
         (the update: sum of advantage x gradient over the kept samples over their token count, as verl's
-        token-mean; the samples drawn).
+        token-mean; the samples drawn; the critical path: the sum over rounds of each round's longest response,
+        in tokens, as the rollout logs ``critical_path_tokens``).
     """
     import torch
 
     drawn = [0] * len(prompts)
+    path = CriticalPath()
 
     def generate(requests):
-        out = {}
+        out, lengths = {}, []
         for p, count in requests.items():
-            out[p] = prompts[p]["rewards"][order[p][drawn[p]:drawn[p] + count]].tolist()
+            rows = order[p][drawn[p]:drawn[p] + count]
+            out[p] = prompts[p]["rewards"][rows].tolist()
+            lengths += prompts[p]["tokens"][rows].tolist()
             drawn[p] += count
+        path.add_round(lengths)
         return out
 
     result = run_step([str(i) for i in range(len(prompts))], config, generate, first_requests=first_requests)
@@ -75,7 +81,8 @@ def replay(config: SamplerConfig, prompts: list[dict], order: list[np.ndarray], 
                                         norm_by_std=False)[:, 0].numpy()
         update = update + (advantages[:, None] * prompts[p]["grads"][rows]).sum(axis=0)
         tokens += prompts[p]["tokens"][rows].sum()
-    return (update / tokens if tokens else np.zeros(prompts[0]["grads"].shape[1])), sum(drawn)
+    update = update / tokens if tokens else np.zeros(prompts[0]["grads"].shape[1])
+    return update, sum(drawn), path.metrics()["critical_path_tokens"]
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -103,9 +110,10 @@ def batch_measures(config: SamplerConfig, prompts: list[dict], orders: list, dra
 
     Returns:
         The batch's ``cos_train``, ``cos_heldout``, ``gain`` (means over ``orders``' replays), ``signal`` (|E u|^2)
-        and ``noise`` (E|u - E u|^2, unbiased, over ``draws``' replays) and ``samples_per_prompt``.
+        and ``noise`` (E|u - E u|^2, unbiased, over ``draws``' replays), ``samples_per_prompt`` and
+        ``critical_path_tokens`` (means over ``orders``' replays).
     """
-    updates, drawn = zip(*(replay(config, prompts, order, first_requests) for order in orders))
+    updates, drawn, paths = zip(*(replay(config, prompts, order, first_requests) for order in orders))
     fresh = np.stack([replay(config, prompts, draw, first_requests)[0] for draw in draws])
     mean = fresh.mean(axis=0)
     noise = float(((fresh - mean) ** 2).sum()) / (len(fresh) - 1)
@@ -118,13 +126,14 @@ def batch_measures(config: SamplerConfig, prompts: list[dict], orders: list, dra
         "signal": float(mean @ mean) - noise / len(fresh),
         "noise": noise,
         "samples_per_prompt": float(np.mean(drawn)) / len(prompts),
+        "critical_path_tokens": float(np.mean(paths)),
     }
 
 
 def summary(per_batch: list[dict], batches: list, groups: list) -> dict:
     """A method's measures with their intervals, and the per-batch values they come from."""
     values = {key: [row[key] for row in per_batch] for key in per_batch[0]}
-    out = {"samples_per_prompt": float(np.mean(values["samples_per_prompt"]))}
+    out = {key: float(np.mean(values[key])) for key in ("samples_per_prompt", "critical_path_tokens") if key in values}
     for key in intervals.MEASURES:
         value, units = intervals.units(values, key)
         out[key] = intervals.interval(value, units, batches, groups)

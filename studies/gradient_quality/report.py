@@ -120,15 +120,22 @@ def _matched_table(ckpt: dict) -> list[str]:
     if not pairs or ckpt.get("design", "first") == "first":
         return []
     methods = ckpt["methods"]
+    # the replays' latency in tokens, measured since the equal-samples design's amendment of 2026-12-06
+    paths = all("critical_path_tokens" in methods[name] for name in (*pairs, *(d["reference"] for d in pairs.values())))
     lines = ["", "At equal samples: each candidate minus the GRPO at its own mean responses per prompt on these pools, "
-             "on the same batches and replays (primary: the cosine with the held-out gradient):", "",
+             "on the same batches and replays (primary: the cosine with the held-out gradient"
+             + ("; the critical path is a batch's sum over rounds of each round's longest response, candidate (its "
+                "matched GRPO), described only" if paths else "") + "):", "",
              "| candidate | responses / prompt | matched GRPO | cos with held-out gradient | SNR per response | "
-             "cos with batch reference | interval above 0 |", "|---|---:|---|---:|---:|---:|---|"]
+             "cos with batch reference | interval above 0 |" + (" critical path, tokens |" if paths else ""),
+             "|---|---:|---|---:|---:|---:|---|" + ("---:|" if paths else "")]
     for name, d in pairs.items():
         above = "check" if name in ckpt.get("checks", ()) else ("yes" if d["cos_heldout"][1] > 0 else "no")
+        path = (f" {methods[name]['critical_path_tokens']:.0f} ({methods[d['reference']]['critical_path_tokens']:.0f}) |"
+                if paths else "")
         lines.append(f"| {name} | {methods[name]['samples_per_prompt']:.2f} | {d['reference']} | "
                      f"{_cell(d['cos_heldout'], 4)} | {_cell(d['snr_per_sample'], 4)} | {_cell(d['cos_train'], 4)} | "
-                     f"{above} |")
+                     f"{above} |{path}")
     decision = ckpt.get("decision")
     if decision:
         chosen = ", ".join(decision["chosen"]) or "none"

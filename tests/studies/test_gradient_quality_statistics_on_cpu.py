@@ -123,7 +123,9 @@ def assert_each_method_recomputes(ckpt: dict) -> None:
     """Every method's per-batch values are in the JSON, and each of its intervals recomputes from them."""
     assert ckpt["interval"] == intervals.METHOD and len(ckpt["batches"]) == SIZE.batches
     for name, m in ckpt["methods"].items():
-        assert set(m["per_batch"]) == {"cos_train", "cos_heldout", "gain", "signal", "noise", "samples_per_prompt"}
+        assert set(m["per_batch"]) == {"cos_train", "cos_heldout", "gain", "signal", "noise", "samples_per_prompt",
+                                       "critical_path_tokens"}
+        assert m["critical_path_tokens"] == pytest.approx(np.mean(m["per_batch"]["critical_path_tokens"]))
         assert all(len(v) == SIZE.batches for v in m["per_batch"].values())
         for key in intervals.MEASURES:
             assert intervals.from_json(ckpt, key, name) == pytest.approx(m[key]), (name, key)
@@ -174,6 +176,21 @@ def test_equal_samples_candidates_meet_their_budgets_and_their_matched_grpo(equa
         assert ckpt["matched"][name] == "grpo_n4"
         assert all(ckpt["paired_matched"][name][key] == [0.0, 0.0, 0.0] for key in replay.PAIRED), name
     assert ckpt["decision"] == design.decide(ckpt["paired_matched"])
+    # the same responses in one round: the same critical path; balance's later rounds only add to it
+    for name in design.EQUAL_SAMPLES.checks:
+        assert methods[name]["critical_path_tokens"] == methods["grpo_n4"]["critical_path_tokens"]
+    assert methods["balance"]["critical_path_tokens"] > methods["grpo_n4"]["critical_path_tokens"]
+
+
+def test_a_replays_critical_path_sums_each_rounds_longest_response():
+    tokens = np.arange(64, dtype=float)  # response i has i tokens
+    prompts = [{"rewards": np.zeros(64), "grads": np.zeros((64, 3)), "tokens": tokens},  # never resolves
+               {"rewards": np.zeros(64), "grads": np.zeros((64, 3)), "tokens": tokens[::-1].copy()}]
+    order = [np.arange(32), np.arange(32)]
+    # GRPO-n4: one round of responses 0-3 of each prompt, the longest prompt 1's first (63 tokens)
+    assert replay.replay(design.grpo(4), prompts, order)[1:] == (8, 63.0)
+    # balance (M 8, R 4): four rounds of 8 a prompt; each round's longest is prompt 1's first of the round
+    assert replay.replay(design.EQUAL_SAMPLES.candidates["balance"], prompts, order)[1:] == (64, 63 + 55 + 47 + 39)
 
 
 def test_the_decision_rule_takes_those_above_zero_else_the_best():
@@ -192,6 +209,9 @@ def test_the_report_shows_the_equal_samples_table_and_the_decision(equal_samples
     assert "### Checkpoint: protocol_start, equal samples design" in text and "Start: weights abc." in text
     assert "At equal samples: each candidate minus the GRPO" in text and "Decision (the design's rule):" in text
     assert "| balance_budget1 | 4.00 | grpo_n4 |" in text and "| check |" in text
+    methods = equal_samples["methods"]
+    path, grpo_path = (methods[m]["critical_path_tokens"] for m in ("balance", equal_samples["matched"]["balance"]))
+    assert "critical path, tokens |" in text and f"| {path:.0f} ({grpo_path:.0f}) |" in text
     assert "Satterthwaite" in text and "fresh draws" in text and "Paired difference to" not in text
     # a record measured with the old intervals says so
     old = {**equal_samples, "design": "first", "matched_n": 5, "balance_samples_per_prompt": 5.0}
