@@ -19,7 +19,8 @@ def test_the_third_protocol_is_the_written_design():
     assert THIRD.sweep == (2e-5, 1e-5, 3e-6) and max(THIRD.sweep) > 1e-5
     assert THIRD.methods[:2] == ("grpo_n4", "balance") and THIRD.pilot_only == ("grpo_n24",)
     assert THIRD.start_per_seed and THIRD.pilot_seeds == 4 and THIRD.most_seeds == 10
-    assert (size.run.batch, size.run.eval_k, size.warmup_steps, size.start) == (8, 4, 3, "format")
+    # amendment 1: no warm-up, so that an arm drawing more a step spends no more of the budget below its rate
+    assert (size.run.batch, size.run.eval_k, size.warmup_steps, size.start) == (8, 4, 0, "format")
     # the quick size's marks are GRPO-n4's steps 1 and 2 there
     assert budget.crossings({1: 8, 2: 8}, THIRD.quick.marks) == {8: (1, 8.0), 16: (2, 16.0)}
     # a record carries the budget; one without it (the second protocol's) is refused
