@@ -140,13 +140,16 @@ PROTOCOLS = {
         "Learning, second protocol: balance against GRPO-n4 after the format is learned, paired by seed",
         sweep=(1e-5, 3e-6)),
     # equal responses (studies/learning/README.md, third protocol): GRPO-n4 reaches the marks at steps 16, 32, 48
-    # and 64, its last; an adaptive arm's steps draw at least 8 of 8 prompts, so it stops by step 32
+    # and 64, its last; balance_inverse_budget1 draws exactly GRPO-n4's 32 a step (budget 1, one round), and every
+    # other adaptive arm at least that, so each stops by step 64
     "third": Protocol(
         "third", Size(pool=1280, heldout_filtered=128, heldout_all=128, run=replace(SECOND_RUN, steps=THIRD_STEPS),
                       start="format", budget=2048, marks=(512, 1024, 1536, 2048)),  # no warm-up: amendment 1
         # GRPO-n4 draws 8 a step here: the marks at steps 1 and 2
         replace(QUICK, start="format", run=replace(QUICK.run, steps=4), budget=16, marks=(8, 16)),
-        ("grpo_n4", "balance", f"grpo_n{PER_STEP_CONTROL_N}"), (0, 1, 2, 3), "studies/learning/results/third",
+        # amendment 2: the equal-samples gradient-quality study's best measured candidate
+        ("grpo_n4", "balance", "balance_inverse_budget1", f"grpo_n{PER_STEP_CONTROL_N}"), (0, 1, 2, 3),
+        "studies/learning/results/third",
         "learning_third", "Learning, third protocol: adaptive sampling against GRPO-n4 at equal responses drawn",
         sweep=(2e-5, 1e-5, 3e-6), pilot_only=(f"grpo_n{PER_STEP_CONTROL_N}",), start_per_seed=True),
 }

@@ -17,7 +17,9 @@ def test_the_third_protocol_is_the_written_design():
     size = THIRD.size
     assert (size.budget, size.marks) == (2048, (512, 1024, 1536, 2048))
     assert THIRD.sweep == (2e-5, 1e-5, 3e-6) and max(THIRD.sweep) > 1e-5
-    assert THIRD.methods[:2] == ("grpo_n4", "balance") and THIRD.pilot_only == ("grpo_n24",)
+    # amendment 2: the candidate the equal-samples gradient-quality study's rule sent
+    assert THIRD.methods == ("grpo_n4", "balance", "balance_inverse_budget1", "grpo_n24")
+    assert THIRD.pilot_only == ("grpo_n24",)
     assert THIRD.start_per_seed and THIRD.pilot_seeds == 4 and THIRD.most_seeds == 10
     # amendment 1: no warm-up, so that an arm drawing more a step spends no more of the budget below its rate
     assert (size.run.batch, size.run.eval_k, size.warmup_steps, size.start) == (8, 4, 0, "format")

@@ -15,7 +15,9 @@ from studies.learning import records as learning_records
 from studies.learning import runner as learning
 from studies.learning import start as learning_start
 
-THIRD = replace(learning_protocol.PROTOCOLS["third"], pilot_seeds=2, results="unused")
+# the harness's mechanics with the protocol's first arms (the candidate of amendment 2 runs as balance does)
+THIRD = replace(learning_protocol.PROTOCOLS["third"], pilot_seeds=2, results="unused",
+                methods=("grpo_n4", "balance", "grpo_n24"))
 SIZE = THIRD.quick  # budget 16, marks 8 and 16, 2 prompts a step: GRPO-n4 8 a step, GRPO-n24 48
 
 
@@ -129,4 +131,4 @@ def test_the_per_step_control_runs_at_the_pilot_seeds_only():
     protocol = learning_protocol.PROTOCOLS["third"]
     methods = list(protocol.methods)
     assert third_run.arms_of_seed(protocol, methods, 3) == methods
-    assert third_run.arms_of_seed(protocol, methods, 4) == ["grpo_n4", "balance"]
+    assert third_run.arms_of_seed(protocol, methods, 4) == ["grpo_n4", "balance", "balance_inverse_budget1"]
