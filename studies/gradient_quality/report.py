@@ -131,8 +131,8 @@ def _matched_table(ckpt: dict) -> list[str]:
              "|---|---:|---|---:|---:|---:|---|" + ("---:|" if paths else "")]
     for name, d in pairs.items():
         above = "check" if name in ckpt.get("checks", ()) else ("yes" if d["cos_heldout"][1] > 0 else "no")
-        path = (f" {methods[name]['critical_path_tokens']:.0f} ({methods[d['reference']]['critical_path_tokens']:.0f}) |"
-                if paths else "")
+        own, grpo = (methods[m].get("critical_path_tokens") for m in (name, d["reference"]))
+        path = f" {own:.0f} ({grpo:.0f}) |" if paths else ""
         lines.append(f"| {name} | {methods[name]['samples_per_prompt']:.2f} | {d['reference']} | "
                      f"{_cell(d['cos_heldout'], 4)} | {_cell(d['snr_per_sample'], 4)} | {_cell(d['cos_train'], 4)} | "
                      f"{above} |{path}")

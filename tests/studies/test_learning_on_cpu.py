@@ -11,6 +11,7 @@ from hydra import compose, initialize_config_module
 
 from reinforce_ada.demo.config import DemoSize
 from reinforce_ada.integration.verl_config import sampler_config
+from studies.gradient_quality.design import EQUAL_SAMPLES
 from studies.learning import data as learning_data
 from studies.learning import first_section, second_section
 from studies.learning import protocol as learning_protocol
@@ -18,7 +19,6 @@ from studies.learning import records as learning_records
 from studies.learning import report as learning_report
 from studies.learning import runner as learning
 from studies.learning import start as learning_start
-from studies.gradient_quality.design import EQUAL_SAMPLES
 from studies.learning import training as learning_training
 
 ROOT = Path(__file__).resolve().parents[2]
