@@ -136,7 +136,8 @@ def _evaluate(model: Path, files: dict, k: int, max_tokens: int, out: Path, abou
 
     folder, llm = hf_folder(model), None
     if sampler_factory is None:
-        llm, _ = chat_sampler(folder, 1.0, max_tokens, EVAL_SEED)
+        # per-request seeds: on a CPU every prefill whole (a seeded request split over steps fails there)
+        llm, _ = chat_sampler(folder, 1.0, max_tokens, EVAL_SEED, seeded_requests=True)
         sample = seeded_sampler(llm, 1.0, max_tokens)
     else:
         sample = sampler_factory(folder)

@@ -168,3 +168,36 @@ def test_every_question_has_its_own_seeds_whatever_the_model():
     sample = learning_marks.seeded_sampler(engine, 1.0, 32)
     assert sample([[{"role": "user", "content": "q"}]] * 3, 4) == [["t"] * 4] * 3
     assert engine.seeds == [0, 4, 8]
+
+
+def test_the_seeded_evaluation_builds_its_engine_with_whole_prefills(tmp_path, monkeypatch):
+    """vLLM-CPU cannot rewind a seeded request's generator after a partial prefill ("CPU Generator does not use
+    offset"): the evaluation's engine runs without chunked prefill, with a step's budget at least the model's
+    length, through the one helper the rollout benchmark uses too."""
+    import vllm
+
+    from reinforce_ada.tasks import vllm_sampling
+
+    built = {}
+
+    class Engine:
+        def __init__(self, **kwargs):
+            built.update(kwargs)
+
+        def chat(self, prompts, params, use_tqdm):
+            return [type("Out", (), {"outputs": [type("C", (), {"text": "\\boxed{1}"})] * p.n}) for p in params]
+
+    monkeypatch.setattr(vllm, "LLM", Engine)
+    monkeypatch.setattr(vllm_sampling, "close_engine", lambda llm: None)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
+    (model / "model.safetensors").write_text("")
+    files = {"heldout_filtered": write_heldout(tmp_path / "f.parquet", ["1"]),
+             "heldout_all": write_heldout(tmp_path / "a.parquet", ["2"])}
+    learning_marks._evaluate(model, files, 2, 32, tmp_path / "out.json", {"mark": 8})
+    assert built["enable_chunked_prefill"] is False and built["max_model_len"] == 8192
+    assert built["max_num_batched_tokens"] >= built["max_model_len"]
+    assert vllm_sampling.whole_prefills(1024) == {"enable_chunked_prefill": False, "max_model_len": 1024,
+                                                  "max_num_batched_tokens": 4096}
