@@ -134,7 +134,9 @@ def _evaluate(model: Path, files: dict, k: int, max_tokens: int, out: Path, abou
     from reinforce_ada.tasks.reward import compute_score
     from reinforce_ada.tasks.vllm_sampling import chat_sampler, close_engine
 
-    folder, llm = hf_folder(model), None
+    # a mark's weights as trained (float32): verl's merger rounds them to bfloat16, where an update of 2e-5 leaves
+    # most weights unchanged; a start is a Hugging Face folder already (the weights its runs train from)
+    folder, llm = hf_folder(model, dtype="float32"), None
     if sampler_factory is None:
         # per-request seeds: on a CPU every prefill whole (a seeded request split over steps fails there)
         llm, _ = chat_sampler(folder, 1.0, max_tokens, EVAL_SEED, seeded_requests=True)
