@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -97,12 +98,14 @@ def base_measured(results: Path, work: Path, size: Size, seed: int, start_id: st
 
 def train_run(
     method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, work: Path, results: Path,
-    prompt_tokens: int, start_id: str | None = None,
+    prompt_tokens: int, start_id: str | None = None, evaluate: Callable[[dict[int, dict]], object] | None = None,
 ) -> Path:
     """Runs (or resumes, or skips if finished) one method at one seed from ``model``; returns its record.
 
     The seed's first run validates the start (step 0) too; the seed's other runs share it. ``start_id``: the
-    start's fingerprint, recorded (the second protocol pairs runs on it).
+    start's fingerprint, recorded (the second protocol pairs runs on it). ``evaluate`` (the logged steps the record
+    will hold -> anything) runs once every step is logged, before the record is written: a record is never committed
+    without what it needs (the third protocol's marks).
     """
     name = method_overrides(method, size, matched_n)[0]
     run_dir = work / "runs" / name / f"seed{seed}"
@@ -152,6 +155,10 @@ def train_run(
     attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
     logged = {step: {k: v for k, v in values.items() if k.startswith(RECORDED)}
               for step, values in sorted(merged_steps(run_dir).items()) if step <= last}
+    if watch:  # every mark reached, kept (a resumed run whose last attempt ended at the budget)
+        BudgetWatch(run_dir, size, logged).keep_reached()
+    if evaluate:
+        evaluate(logged)
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({
         "method": name, "seed": seed, "date": datetime.date.today().isoformat(), "machine": machine(),
@@ -164,6 +171,7 @@ def train_run(
         "steps": logged,
     }, indent=1) + "\n")
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # 1.6 GB; the run is over
+    shutil.rmtree(run_dir / "marks", ignore_errors=True)  # evaluated before the record
     return record
 
 

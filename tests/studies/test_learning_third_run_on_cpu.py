@@ -45,7 +45,8 @@ def fake_session(monkeypatch, tmp_path) -> list[tuple]:
         weights(work / f"format{seed}", "1")  # every start: 1 of 4 right
         return work / f"format{seed}"
 
-    def train_run(method, seed, model, data, size, matched_n, work, results, prompt_tokens, start_id=None):
+    def train_run(method, seed, model, data, size, matched_n, work, results, prompt_tokens, start_id=None,
+                  evaluate=None):
         name = learning_protocol.method_overrides(method, size, matched_n)[0]
         record = learning_records.record_path(results, name, seed)
         if record.exists():
@@ -56,9 +57,11 @@ def fake_session(monkeypatch, tmp_path) -> list[tuple]:
         while total < size.budget:
             step, total = step + 1, total + draw
             steps[step] = {"reinforce_ada/samples_total": draw, "timing_s/step": 1.0}
-        for mark in budget.crossings({s: draw for s in steps}, size.marks):
-            weights(learning_marks.mark_folder(work / "runs" / name / f"seed{seed}", mark),
-                    str(correct_of_4(name, seed, size.run.lr, mark)))
+        for mark, (at, _) in budget.crossings({s: draw for s in steps}, size.marks).items():
+            folder = learning_marks.mark_folder(work / "runs" / name / f"seed{seed}", mark)
+            weights(folder, str(correct_of_4(name, seed, size.run.lr, mark)))
+            (folder / "step.txt").write_text(f"{at}\n")
+        evaluate(steps)  # as the harness does: the marks before the record
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"method": name, "seed": seed, "date": "2026-12-07", "machine": "test",
                                       "wall_s": 60.0, "command": "x", "size": size.record(),
