@@ -103,9 +103,9 @@ def train_run(
     """Runs (or resumes, or skips if finished) one method at one seed from ``model``; returns its record.
 
     The seed's first run validates the start (step 0) too; the seed's other runs share it. ``start_id``: the
-    start's fingerprint, recorded (the second protocol pairs runs on it). ``evaluate`` (the logged steps the record
-    will hold -> anything) runs once every step is logged, before the record is written: a record is never committed
-    without what it needs (the third protocol's marks).
+    start's fingerprint, recorded (the second protocol pairs runs on it); an unfinished run from another start is
+    refused. ``evaluate`` (the logged steps the record will hold -> anything) runs once every step is logged, before
+    the record is written: a record is never committed without what it needs (the third protocol's marks).
     """
     name = method_overrides(method, size, matched_n)[0]
     run_dir = work / "runs" / name / f"seed{seed}"
@@ -114,8 +114,10 @@ def train_run(
         _say(f"3/4 {name} seed {seed}: finished before, skipped ({record})")
         return record
     validate_base = not base_measured(results, work, size, seed, start_id)
-    run_dir.mkdir(parents=True, exist_ok=True)
     if start_id:  # which start an unfinished run has (its record will say it too)
+        check_start(run_dir, start_id, name, seed)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if start_id:
         (run_dir / "start.txt").write_text(start_id + "\n")
     attempt = len(list(run_dir.glob("metrics_*.jsonl")))
     command = run_command(method, seed, model, data, size, matched_n, run_dir, prompt_tokens, validate_base)
@@ -173,6 +175,19 @@ def train_run(
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # 1.6 GB; the run is over
     shutil.rmtree(run_dir / "marks", ignore_errors=True)  # evaluated before the record
     return record
+
+
+def check_start(run_dir: Path, start_id: str, name: str, seed: int) -> None:
+    """Refuses to resume an unfinished run that started from other weights than ``start_id``.
+
+    Raises:
+        SystemExit: Naming the run folder to remove.
+    """
+    saved = run_dir / "start.txt"
+    if saved.exists() and saved.read_text().strip() != start_id:
+        raise SystemExit(f"[learning] {name} seed {seed}: the unfinished run in {run_dir} started from weights "
+                         f"{saved.read_text().strip()}, this session's start is {start_id}: remove {run_dir} to run "
+                         "it again from this start")
 
 
 def last_step(logged: dict[int, dict], size: Size) -> int:

@@ -313,3 +313,14 @@ def test_a_resumed_watch_keeps_a_crossing_step_logged_before_the_harness_was_kil
     with pytest.raises(FileNotFoundError, match="checkpoint of step 2, which reached 8 responses, is missing"):
         learning_marks.BudgetWatch(run, QUICK, logged)
 
+
+def test_an_unfinished_run_from_another_start_is_refused(tmp_path, monkeypatch):
+    run_dir = tmp_path / "work" / "runs" / "balance" / "seed0"
+    run_dir.mkdir(parents=True)
+    (run_dir / "start.txt").write_text("aaaa\n")
+    monkeypatch.setattr(learning_training, "run_command", lambda *a, **k: [sys.executable, "-c", "exit(3)"])
+    with pytest.raises(SystemExit, match=f"started from weights aaaa, this session's start is bbbb: remove {run_dir}"):
+        learning_training.train_run("balance", 0, tmp_path / "model", {}, QUICK, 4, tmp_path / "work",
+                                    tmp_path / "results", 16, "bbbb")
+    assert (run_dir / "start.txt").read_text() == "aaaa\n"
+
