@@ -119,6 +119,8 @@ def train_run(
     run_dir.mkdir(parents=True, exist_ok=True)
     if start_id:
         (run_dir / "start.txt").write_text(start_id + "\n")
+    if size.budget:  # the harness manages this protocol's checkpoints (verl keeps them all)
+        roll_back_to_logged(run_dir)
     attempt = len(list(run_dir.glob("metrics_*.jsonl")))
     command = run_command(method, seed, model, data, size, matched_n, run_dir, prompt_tokens, validate_base)
     (run_dir / f"command_{attempt:02d}.txt").write_text(shlex.join(command) + "\n")
@@ -188,6 +190,31 @@ def check_start(run_dir: Path, start_id: str, name: str, seed: int) -> None:
         raise SystemExit(f"[learning] {name} seed {seed}: the unfinished run in {run_dir} started from weights "
                          f"{saved.read_text().strip()}, this session's start is {start_id}: remove {run_dir} to run "
                          "it again from this start")
+
+
+def roll_back_to_logged(run_dir: Path) -> int | None:
+    """Makes a resumed run redo any step whose checkpoint was saved but whose metrics were never logged.
+
+    verl saves a step's checkpoint before it logs the step, and resumes after its newest checkpoint: a trainer
+    killed between the two would never log that step. The checkpoints of steps past the last logged one are removed
+    and verl's tracker (``latest_checkpointed_iteration.txt``) names the newest one left, or is removed if none is
+    (the run starts again). Returns the step the trainer resumes after (None: from the start).
+    """
+    checkpoints = run_dir / "checkpoints"
+    logged = max((s for s in merged_steps(run_dir) if s > 0), default=0)
+    saved = {int(f.name.rsplit("_", 1)[1]): f for f in checkpoints.glob("global_step_*")
+             if f.name.rsplit("_", 1)[1].isdigit()}
+    for at, folder in saved.items():
+        if at > logged:
+            shutil.rmtree(folder)
+    resume = max((at for at in saved if at <= logged), default=None)
+    tracker = checkpoints / "latest_checkpointed_iteration.txt"
+    if resume is None:
+        tracker.unlink(missing_ok=True)
+    elif not tracker.exists() or tracker.read_text().strip() != str(resume):
+        _say(f"{run_dir}: resuming after step {resume}, the last one saved and logged")
+        tracker.write_text(str(resume))
+    return resume
 
 
 def last_step(logged: dict[int, dict], size: Size) -> int:

@@ -314,6 +314,24 @@ def test_a_resumed_watch_keeps_a_crossing_step_logged_before_the_harness_was_kil
         learning_marks.BudgetWatch(run, QUICK, logged)
 
 
+def test_a_resumed_run_redoes_a_step_saved_but_never_logged(tmp_path):
+    """verl saves a step before it logs it: killed in between (step 3 saved, steps 1-2 logged), the run resumes
+    after step 2, the last step both saved and logged, instead of never logging step 3."""
+    for step in (1, 2, 3):
+        save_step(tmp_path, step, clean_up=False)
+    (tmp_path / "metrics_00.jsonl").write_text("".join(
+        json.dumps({"step": s, "data": {"reinforce_ada/samples_total": 6}}) + "\n" for s in (1, 2)))
+    assert learning_training.roll_back_to_logged(tmp_path) == 2
+    assert sorted(f.name for f in (tmp_path / "checkpoints").glob("global_step_*")) == ["global_step_1",
+                                                                                         "global_step_2"]
+    assert (tmp_path / "checkpoints" / "latest_checkpointed_iteration.txt").read_text() == "2"
+    # nothing logged: the run starts again
+    other = tmp_path / "other"
+    save_step(other, 1)
+    assert learning_training.roll_back_to_logged(other) is None
+    assert not list((other / "checkpoints").iterdir())
+
+
 def test_an_unfinished_run_from_another_start_is_refused(tmp_path, monkeypatch):
     run_dir = tmp_path / "work" / "runs" / "balance" / "seed0"
     run_dir.mkdir(parents=True)
