@@ -7,14 +7,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import shlex
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 from reinforce_ada.core.messages import say
 from reinforce_ada.demo import run as demo
 from studies.learning.protocol import FORMAT_LR, FORMAT_SEED, FORMAT_STEPS, Protocol, Size, method_overrides
-from studies.learning.training import stop_trainer, with_overrides
+from studies.learning.training import start_trainer, stop_trainer, with_overrides
 
 _say = functools.partial(say, speaker="learning")
 
@@ -51,7 +50,7 @@ def format_checkpoint(work: Path, model: Path, data: dict, size: Size, steps: in
          f"(log {run_dir / 'trainer.log'})")
     env = demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(run_dir / "metrics.jsonl")})
     with open(run_dir / "trainer.log", "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        process = start_trainer(command, log, env)
         try:
             code = process.wait()
         except BaseException:

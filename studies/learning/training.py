@@ -4,6 +4,7 @@ as a process group, resumed from its last checkpoint after a kill, and, once eve
 
 from __future__ import annotations
 
+import ctypes
 import datetime
 import functools
 import json
@@ -12,6 +13,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,6 +28,7 @@ from studies.learning.protocol import FILTERED, KV_BLOCK, Size, method_overrides
 from studies.learning.records import merged_steps, read_records, record_path, start_of_record
 
 _say = functools.partial(say, speaker="learning")
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def with_overrides(command: list[str], overrides: list[str]) -> list[str]:
@@ -132,10 +135,7 @@ def train_run(
     watch = BudgetWatch(run_dir, size, merged_steps(run_dir)) if size.budget else None
     start = time.perf_counter()
     with open(log, "w") as stream:
-        process = subprocess.Popen(
-            command, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True,
-            env=demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(metrics_file)}),
-        )
+        process = start_trainer(command, stream, demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(metrics_file)}))
         try:
             if not (watch and watch.done()):  # a run killed after its last step but before its record: no step
                 _follow(process, metrics_file, name, seed, size, start, watch)
@@ -215,6 +215,28 @@ def roll_back_to_logged(run_dir: Path) -> int | None:
         _say(f"{run_dir}: resuming after step {resume}, the last one saved and logged")
         tracker.write_text(str(resume))
     return resume
+
+
+def dies_with(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn`` under which the child is killed (SIGKILL) when ``parent``, the process starting it, dies:
+    a trainer left without its harness would go on training and saving checkpoints (Linux ``PR_SET_PDEATHSIG``;
+    Ray's own processes die with the trainer, as Ray fate-shares them with their driver)."""
+    def preexec() -> None:
+        if not sys.platform.startswith("linux"):
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:  # the harness died before the signal was asked for
+            os._exit(1)
+    return preexec
+
+
+def start_trainer(command: list[str], log, env: dict) -> subprocess.Popen:
+    """Starts a trainer in its own process group (stopped as one by :func:`stop_trainer`), writing to ``log``; it
+    dies with this process (:func:`dies_with`)."""
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+                            preexec_fn=dies_with(os.getpid()))
 
 
 def last_step(logged: dict[int, dict], size: Size) -> int:

@@ -342,3 +342,39 @@ def test_an_unfinished_run_from_another_start_is_refused(tmp_path, monkeypatch):
                                     tmp_path / "results", 16, "bbbb")
     assert (run_dir / "start.txt").read_text() == "aaaa\n"
 
+
+def test_the_trainer_dies_with_the_harness(tmp_path):
+    """A harness killed with SIGKILL runs no clean-up: its trainer (a session of its own) must not go on training
+    and saving checkpoints."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    harness = (
+        "import os, sys, time\n"
+        "from studies.learning.training import start_trainer\n"
+        "trainer = start_trainer([sys.executable, '-c', 'import time; time.sleep(120)'], None, dict(os.environ))\n"
+        "print(trainer.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    parent = subprocess.Popen([sys.executable, "-c", harness], stdout=subprocess.PIPE, text=True, env=env)
+    trainer = int(parent.stdout.readline())
+
+    def alive(pid):
+        try:
+            state = Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            return False
+        return "State:\tZ" not in state
+
+    assert alive(trainer)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 10
+    while alive(trainer) and time.time() < deadline:
+        time.sleep(0.1)
+    if alive(trainer):
+        os.kill(trainer, signal.SIGKILL)
+        raise AssertionError("the trainer outlived its harness")
