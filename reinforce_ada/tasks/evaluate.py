@@ -101,8 +101,9 @@ def merge_float32(actor: Path, target: Path) -> None:
 
     sizes = sorted({int(f.name.split("_")[3]) for f in actor.glob("model_world_size_*_rank_*.pt")})
     if sizes != [1]:
-        raise ValueError(f"{actor}: a float32 merge reads a checkpoint saved by one rank (model_world_size_1_rank_0.pt) "
-                         f"only, this one has world size {sizes}; merge it with verl's model merger (bfloat16)")
+        raise ValueError(f"{actor}: a float32 merge reads a checkpoint saved by one rank "
+                         f"(model_world_size_1_rank_0.pt) only, this one has world size {sizes}; merge it with verl's "
+                         "model merger (bfloat16)")
     saved = torch.load(actor / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
     weights = {}
     for key, tensor in saved.items():
