@@ -107,6 +107,8 @@ def test_the_third_protocol_sweeps_then_runs_each_seeds_arms_from_its_own_start(
     assert "| 0 | yes | 50.0 | 68.8 | +18.8 | +25.0 |" in text and "| 1 | yes | 50.0 | 68.8 | +18.8 | +25.0 |" in text
     assert "Mean difference +18.8 ± 0.0 points (95% t interval over 3 starts)" in text
     assert "| grpo_n24 | 1 | 2026-12-07 |" in text and "| grpo_n24 | 2 | 2026" not in text
+    # the starts are sized on the candidate pairs only: the per-step control's pair says so and sizes nothing
+    assert text.count("needs ") == 1 and "grpo_n24 is the per-step control, run at the 2 pilot starts only" in text
     assert "| grpo_n24 | 2 | 1.0 ± 0.0 | 48 ± 0 |" in text  # 2 starts, 1 step of 48 responses
     # the evaluations' per-question results are kept beside the records, and each start is evaluated once
     saved = json.loads(learning_marks.evaluation_path(results, "balance", 1, 16).read_text())
