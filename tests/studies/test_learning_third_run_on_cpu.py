@@ -135,3 +135,33 @@ def test_the_per_step_control_runs_at_the_pilot_seeds_only():
     methods = list(protocol.methods)
     assert third_run.arms_of_seed(protocol, methods, 3) == methods
     assert third_run.arms_of_seed(protocol, methods, 4) == ["grpo_n4", "balance"]
+
+
+def test_a_starts_fsdp_states_go_once_its_merged_weights_are_whole(tmp_path):
+    """A start's runs train from, and its hash and evaluation read, its merged folder alone: the 1.6 GB of model,
+    optimiser and data-loader states go, but not while the merged weights do not open."""
+    import torch
+    from safetensors.torch import save_file
+
+    checkpoint = tmp_path / "global_step_5"
+    actor = checkpoint / "actor"
+    (actor / "merged_hf").mkdir(parents=True)
+    (actor / "huggingface").mkdir()
+    for name in ("model", "optim", "extra_state"):
+        (actor / f"{name}_world_size_1_rank_0.pt").write_text("state")
+    (checkpoint / "data.pt").write_text("dataloader")
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("5")
+    (actor / "merged_hf" / "config.json").write_text("{}")
+    save_file({"w": torch.zeros(4)}, actor / "merged_hf" / "model.safetensors")
+    whole = (actor / "merged_hf" / "model.safetensors").read_bytes()
+    (actor / "merged_hf" / "model.safetensors").write_bytes(whole[:-4])  # cut short
+    learning_start.prune_start(checkpoint)
+    assert (actor / "model_world_size_1_rank_0.pt").exists()
+    (actor / "merged_hf" / "model.safetensors").write_bytes(whole)
+    fingerprint = learning_start.fingerprint(actor / "merged_hf")
+    learning_start.prune_start(checkpoint)
+    assert sorted(str(f.relative_to(checkpoint)) for f in checkpoint.rglob("*")) == [
+        "actor", "actor/huggingface", "actor/merged_hf", "actor/merged_hf/config.json",
+        "actor/merged_hf/model.safetensors"]
+    assert learning_start.fingerprint(actor / "merged_hf") == fingerprint
+    assert not (tmp_path / "latest_checkpointed_iteration.txt").exists()  # lost weights: made again, not resumed
