@@ -263,17 +263,20 @@ def _follow(process: subprocess.Popen, metrics_file: Path, name: str, seed: int,
         rows = demo.read_jsonl(metrics_file)
         for row in rows[shown:]:
             values, step = row["data"], row["step"]
-            if watch and step > 0 and watch.on_step(step, values):
-                return
+            budget_drawn = bool(watch and step > 0 and watch.on_step(step, values))
             held_out = values.get(f"val-core/{FILTERED}/reward/mean@{size.run.eval_k}")
             extra = f", held-out Avg@{size.run.eval_k} {held_out:.3f}" if held_out is not None else ""
             if step == 0:
                 _say(f"3/4 {name} seed {seed}: base model{extra}")
                 continue
-            _say(f"3/4 {name} seed {seed} step {step}/{size.run.steps}: "
+            progress = (f"step {step} ({sum(watch.drawn.values()):.0f} of {size.budget} responses)" if watch
+                        else f"step {step}/{size.run.steps}")
+            _say(f"3/4 {name} seed {seed} {progress}: "
                  f"{values.get('reinforce_ada/samples_total', 0):.0f} samples, "
                  f"train pass rate {values.get('reinforce_ada/pass_rate_mean', float('nan')):.3f}, "
                  f"step {values.get('timing_s/step', 0):.0f} s{extra}")
+            if budget_drawn:  # reported first: the step that reaches the budget is the run's last
+                return
         if len(rows) != shown:
             shown, last_note = len(rows), time.perf_counter()
         elif time.perf_counter() - last_note > 120:

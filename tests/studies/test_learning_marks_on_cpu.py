@@ -89,7 +89,7 @@ def test_a_run_ends_at_the_first_step_that_reaches_the_budget_and_its_command_sa
     assert f"trainer.total_training_steps={QUICK.run.steps}" in adaptive
 
 
-def test_a_run_at_equal_responses_is_stopped_at_its_budget_and_recorded(tmp_path, monkeypatch):
+def test_a_run_at_equal_responses_is_stopped_at_its_budget_and_recorded(tmp_path, monkeypatch, capfd):
     """A fake trainer logs 6 responses a step and would run for a minute: the harness keeps the checkpoints of the
     marks' steps, stops it after step 3 (18 >= 16) and writes the record of steps 1-3."""
     run_dir = tmp_path / "work" / "runs" / "balance" / "seed0"
@@ -118,6 +118,7 @@ def test_a_run_at_equal_responses_is_stopped_at_its_budget_and_recorded(tmp_path
     assert sorted(int(s) for s in saved["steps"]) == [1, 2, 3] and saved["size"]["budget"] == 16
     assert not (run_dir / "ran_to_the_end").exists()  # stopped at the budget, not run to its 49th step
     assert seen == {8: 2, 16: 3, "steps": [1, 2, 3]}
+    assert "balance seed 0 step 3 (18 of 16 responses)" in capfd.readouterr().err  # its last step reported too
     # once recorded, the checkpoints and the marks' links go
     assert not (run_dir / "checkpoints").exists() and not (run_dir / "marks").exists()
 
