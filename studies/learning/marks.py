@@ -2,7 +2,9 @@
 is kept (hard links, so the trainer's own clean-up of older checkpoints does not remove it) and the run is stopped at
 the budget; after it, each kept checkpoint (and the start, mark 0) is evaluated on the held-out sets with the
 package's evaluation (:func:`reinforce_ada.tasks.evaluate.evaluate_model`), every question with its own seed, and its
-per-question results are written as JSON beside the run's record.
+per-question results are written as JSON beside the run's record, with the run's identity (its start and crossings,
+so that a later run of the arm and seed never takes them for its own). A run's record is written only once its marks
+are evaluated.
 
 verl saves a step's checkpoint before it logs that step's metrics (``RayPPOTrainer.fit``), and the next step's
 checkpoint replaces it only after that step's rollout and update, so a checkpoint is on disk when its step's metrics
@@ -28,21 +30,40 @@ IN_PROCESS = False  # tests: evaluate in this process (with vLLM replaced)
 
 
 def mark_folder(run_dir: Path, mark: int) -> Path:
-    """Where a run keeps the checkpoint it had at ``mark`` responses (a verl ``global_step_N`` folder's files)."""
+    """Where a run keeps the checkpoint it had at ``mark`` responses (the evaluation's part of a verl
+    ``global_step_N`` folder)."""
     return run_dir / "marks" / f"mark{mark}"
 
 
+def kept_step(run_dir: Path, mark: int) -> int | None:
+    """The step whose checkpoint a mark's folder holds once it is whole (``step.txt``, written last), else None."""
+    try:
+        return int((mark_folder(run_dir, mark) / "step.txt").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
 def keep_checkpoint(run_dir: Path, step: int, mark: int) -> Path:
-    """Hard-links the checkpoint of ``step`` (``run_dir/checkpoints/global_step_<step>``) into the mark's folder.
+    """Hard-links what the evaluation needs of the checkpoint of ``step`` (``run_dir/checkpoints/global_step_<step>``:
+    its model shards, ``fsdp_config.json`` and ``huggingface/``, not the optimiser's state) into the mark's folder,
+    then writes ``step.txt``: a folder without it (a copy killed half-way) is made again.
 
     Raises:
-        FileNotFoundError: If the step's checkpoint is not on disk (the trainer must save every step).
+        FileNotFoundError: If the step's checkpoint is not on disk (the trainer must save every crossing step).
     """
-    source, target = run_dir / "checkpoints" / f"global_step_{step}", mark_folder(run_dir, mark)
-    if not source.is_dir():
-        raise FileNotFoundError(f"{source}: the checkpoint of step {step}, which reached {mark} responses, is missing")
-    shutil.rmtree(target, ignore_errors=True)  # a partial link from a killed attempt
-    shutil.copytree(source, target, copy_function=os.link)
+    source, target = run_dir / "checkpoints" / f"global_step_{step}" / "actor", mark_folder(run_dir, mark)
+    shards = sorted(source.glob("model_world_size_*_rank_*.pt"))
+    if not shards:
+        raise FileNotFoundError(f"{source.parent}: the checkpoint of step {step}, which reached {mark} responses, is "
+                                f"missing, so the mark cannot be evaluated: remove the run folder {run_dir} (and its "
+                                "record and evaluations, if any) to run it again")
+    shutil.rmtree(target, ignore_errors=True)
+    (target / "actor").mkdir(parents=True)
+    for path in [*shards, source / "fsdp_config.json"]:
+        if path.exists():
+            os.link(path, target / "actor" / path.name)
+    if (source / "huggingface").is_dir():
+        shutil.copytree(source / "huggingface", target / "actor" / "huggingface", copy_function=os.link)
     (target / "step.txt").write_text(f"{step}\n")
     return target
 
@@ -50,6 +71,10 @@ def keep_checkpoint(run_dir: Path, step: int, mark: int) -> Path:
 class BudgetWatch:
     """Follows a run's logged steps: keeps the checkpoint of each step that reaches a mark, and says when the run
     has drawn its budget.
+
+    Every reached mark whose folder is not whole is kept on construction, at each step and by :meth:`keep_reached`
+    (before the record), so a crossing step logged just before the harness was killed is kept when it resumes, and
+    no checkpoint of a crossing step is removed before it is kept.
 
     Args:
         run_dir: The run's folder (its ``checkpoints`` and ``marks``).
@@ -60,25 +85,33 @@ class BudgetWatch:
     def __init__(self, run_dir: Path, size: Size, logged: dict[int, dict] | None = None):
         self.run_dir, self.size = run_dir, size
         self.drawn = {s: v["reinforce_ada/samples_total"] for s, v in (logged or {}).items() if s > 0}
+        self.keep_reached()
+
+    def unkept(self) -> dict[int, int]:
+        """Mark -> its crossing step, for the marks reached whose folder does not hold that step whole."""
+        return {mark: at for mark, (at, _) in crossings(self.drawn, self.size.marks).items()
+                if kept_step(self.run_dir, mark) != at}
+
+    def keep_reached(self) -> None:
+        """Keeps the checkpoint of every reached mark that has no whole folder of its crossing step."""
+        for mark, step in self.unkept().items():
+            keep_checkpoint(self.run_dir, step, mark)
 
     def on_step(self, step: int, values: dict) -> bool:
         """Records a logged step; returns whether the run has now drawn its budget (stop it)."""
-        before = crossings(self.drawn, self.size.marks)
         self.drawn[step] = values["reinforce_ada/samples_total"]
-        for mark, (at, _) in crossings(self.drawn, self.size.marks).items():
-            if at == step and (mark not in before or not mark_folder(self.run_dir, mark).exists()):
-                keep_checkpoint(self.run_dir, step, mark)
+        self.keep_reached()
         self._remove_old_checkpoints(step)
         return self.done()
 
     def _remove_old_checkpoints(self, step: int) -> None:
-        """Deletes the checkpoints of steps before ``step`` except the newest saved one: the marks' are linked
-        already, and a resumed run needs only the newest."""
+        """Deletes the checkpoints of steps before ``step`` except the newest saved one and any crossing step's not
+        kept yet: the marks' are linked already, and a resumed run needs only the newest."""
         saved = {int(f.name.rsplit("_", 1)[1]): f for f in (self.run_dir / "checkpoints").glob("global_step_*")
                  if f.name.rsplit("_", 1)[1].isdigit()}
-        newest = max(saved, default=None)
+        newest, pending = max(saved, default=None), set(self.unkept().values())
         for at, folder in saved.items():
-            if at < step and at != newest:
+            if at < step and at != newest and at not in pending:
                 shutil.rmtree(folder, ignore_errors=True)
 
     def done(self) -> bool:
@@ -134,9 +167,12 @@ def _evaluate(model: Path, files: dict, k: int, max_tokens: int, out: Path, abou
     from reinforce_ada.tasks.reward import compute_score
     from reinforce_ada.tasks.vllm_sampling import chat_sampler, close_engine
 
-    folder, llm = hf_folder(model), None
+    # a mark's weights as trained (float32): verl's merger rounds them to bfloat16, where an update of 2e-5 leaves
+    # most weights unchanged; a start is a Hugging Face folder already (the weights its runs train from)
+    folder, llm = hf_folder(model, dtype="float32"), None
     if sampler_factory is None:
-        llm, _ = chat_sampler(folder, 1.0, max_tokens, EVAL_SEED)
+        # per-request seeds: on a CPU every prefill whole (a seeded request split over steps fails there)
+        llm, _ = chat_sampler(folder, 1.0, max_tokens, EVAL_SEED, seeded_requests=True)
         sample = seeded_sampler(llm, 1.0, max_tokens)
     else:
         sample = sampler_factory(folder)
@@ -156,28 +192,49 @@ def _evaluate(model: Path, files: dict, k: int, max_tokens: int, out: Path, abou
     return written
 
 
+def run_identity(logged: dict[int, dict], size: Size, start_id: str | None) -> dict:
+    """What tells one run of an arm and seed from another: its start's hash and, per mark, the step that crossed
+    it and the responses drawn then (as JSON holds them)."""
+    drawn = {s: v["reinforce_ada/samples_total"] for s, v in logged.items() if s > 0}
+    reached = crossings(drawn, size.marks)
+    return json.loads(json.dumps({"start": start_id, "crossings": {
+        str(mark): {"step": step, "responses": total} for mark, (step, total) in sorted(reached.items())}}))
+
+
 def evaluate_marks(run_dir: Path, results: Path, name: str, seed: int, files: dict, size: Size,
-                   logged: dict[int, dict], sampler_factory: Callable | None = None) -> dict[int, dict]:
-    """Evaluates each mark's kept checkpoint of a finished run that has no evaluation yet, then removes the
-    checkpoint; returns mark -> its evaluation (earlier ones read back). Mark 0 is the start's, made by
-    :func:`evaluate_checkpoint` once per start (see the runner)."""
+                   logged: dict[int, dict], start_id: str | None, sampler_factory: Callable | None = None
+                   ) -> dict[int, dict]:
+    """Evaluates each mark's kept checkpoint of a run that has no evaluation of this run yet (its stored identity,
+    :func:`run_identity`, differs: another run of the arm and seed); returns mark -> its evaluation (earlier ones read
+    back). The kept checkpoints stay until the run's record is written (:func:`studies.learning.training.train_run`).
+    Mark 0 is the start's, made by :func:`evaluate_checkpoint` once per start (see the runner).
+
+    Raises:
+        SystemExit: If a mark is not reached, or has no evaluation of this run and no kept checkpoint of its step;
+            the message names what to remove to run the arm again.
+    """
+    from studies.learning.records import record_path
+
     drawn = {s: v["reinforce_ada/samples_total"] for s, v in logged.items() if s > 0}
     reached = crossings(drawn, size.marks)
     missing = [m for m in size.marks if m not in reached]
     if missing:
         raise SystemExit(f"[learning] {name} seed {seed}: the run never reached mark(s) {missing}")
-    done = {}
+    identity, done = run_identity(logged, size, start_id), {}
     for mark, (step, total) in sorted(reached.items()):
         out = evaluation_path(results, name, seed, mark)
-        if not out.exists():
-            folder = mark_folder(run_dir, mark)
-            if not folder.exists():
-                raise SystemExit(f"[learning] {name} seed {seed}: its checkpoint at mark {mark} was lost with its work "
-                                 "folder before it was evaluated: move its record away to run it again")
-            evaluate_checkpoint(folder, files, size, out, {"mark": mark, "step": step, "responses": total},
-                                sampler_factory)
-            shutil.rmtree(folder, ignore_errors=True)
-        done[mark] = json.loads(out.read_text())
+        stored = json.loads(out.read_text()) if out.exists() else None
+        if stored is None or stored.get("run") != identity:
+            if kept_step(run_dir, mark) != step:
+                held = "no evaluation" if stored is None else "an evaluation of another run (start or crossings differ)"
+                raise SystemExit(
+                    f"[learning] {name} seed {seed}: mark {mark} (step {step}) has {held} and its checkpoint is not "
+                    f"kept: to run the arm again, remove its record ({record_path(results, name, seed)}), its "
+                    f"evaluations ({out.parent}/) and its work folder ({run_dir}/)")
+            stored = evaluate_checkpoint(mark_folder(run_dir, mark), files, size, out,
+                                         {"mark": mark, "step": step, "responses": total, "run": identity},
+                                         sampler_factory)
+        done[mark] = stored
     return done
 
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import shlex
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 from reinforce_ada.core.messages import say
 from reinforce_ada.demo import run as demo
 from studies.learning.protocol import FORMAT_LR, FORMAT_SEED, FORMAT_STEPS, Protocol, Size, method_overrides
-from studies.learning.training import stop_trainer, with_overrides
+from studies.learning.training import start_trainer, stop_trainer, with_overrides
 
 _say = functools.partial(say, speaker="learning")
 
@@ -35,6 +34,7 @@ def format_checkpoint(work: Path, model: Path, data: dict, size: Size, steps: in
     run_dir = work / ("format_run" if seed == FORMAT_SEED else f"format_run_seed{seed}")
     checkpoint = run_dir / "checkpoints" / f"global_step_{steps}"
     if (checkpoint / "actor" / "merged_hf" / "config.json").exists():
+        prune_start(checkpoint)
         return checkpoint / "actor" / "merged_hf"
     files = data["files"]
     run = replace(size.run, steps=steps, lr=FORMAT_LR)
@@ -51,7 +51,7 @@ def format_checkpoint(work: Path, model: Path, data: dict, size: Size, steps: in
          f"(log {run_dir / 'trainer.log'})")
     env = demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(run_dir / "metrics.jsonl")})
     with open(run_dir / "trainer.log", "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        process = start_trainer(command, log, env)
         try:
             code = process.wait()
         except BaseException:
@@ -59,7 +59,33 @@ def format_checkpoint(work: Path, model: Path, data: dict, size: Size, steps: in
             raise
     if code != 0:
         demo.fail(f"the format run exited with status {code}", run_dir / "trainer.log", "learning")
-    return hf_folder(checkpoint)
+    merged = hf_folder(checkpoint)
+    prune_start(checkpoint)
+    return merged
+
+
+def prune_start(checkpoint: Path) -> None:
+    """Removes the model, optimiser and data-loader states (1.6 GB for SmolLM2) of a start's FSDP checkpoint once
+    its merged folder is whole: the runs train from, and the start is hashed and evaluated on, ``actor/merged_hf``
+    alone. A merged folder whose weights do not open (a merge killed half-way by an older harness, which merged in
+    place) keeps them, so that it can be made again."""
+    from safetensors import safe_open
+
+    merged = checkpoint / "actor" / "merged_hf"
+    weights = sorted(merged.glob("*.safetensors"))
+    if not (merged / "config.json").exists() or not weights:
+        return
+    for path in weights:
+        try:
+            with safe_open(str(path), "pt") as f:
+                f.keys()
+        except Exception:  # a file cut short: safetensors refuses its header
+            return
+    # verl's tracker goes too: were the merged folder lost, the format run would be made again, not resumed from
+    # states that are gone
+    for state in [*(checkpoint / "actor").glob("*_world_size_*_rank_*.pt"), checkpoint / "data.pt",
+                  checkpoint.parent / "latest_checkpointed_iteration.txt"]:
+        state.unlink(missing_ok=True)
 
 
 def fingerprint(model: Path) -> str:

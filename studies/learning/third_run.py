@@ -18,7 +18,7 @@ from studies.learning import training
 from studies.learning.budget import choose_lr_by_area
 from studies.learning.marks import evaluate_checkpoint, evaluate_marks, evaluation_path
 from studies.learning.protocol import BASELINE, FILTERED, FORMAT_SEED, FORMAT_STEPS, Protocol, Size, method_overrides
-from studies.learning.records import record_path
+from studies.learning.records import record_path, start_of_record
 from studies.learning.third_section import run_curves, start_evaluation_path
 
 _say = functools.partial(say, speaker="learning")
@@ -46,13 +46,19 @@ def seed_start(work: Path, results: Path, model: Path, data: dict, size: Size, s
 
 def run_arm(method: str, seed: int, start: Path, start_id: str, data: dict, size: Size, work: Path, results: Path,
             prompt_tokens: int, sampler_factory=None) -> dict[int, dict]:
-    """Trains one arm to the budget (or finds its record) and evaluates it at the marks; returns mark -> evaluation."""
+    """Trains one arm to the budget and evaluates it at the marks, then writes its record (or finds its record and
+    reads its evaluations back); returns mark -> evaluation."""
     name, _, _ = method_overrides(method, size, size.run.group_size)
+    run_dir = work / "runs" / name / f"seed{seed}"
+
+    def evaluate(steps: dict[int, dict]) -> dict[int, dict]:
+        return evaluate_marks(run_dir, results, name, seed, data["files"], size, steps, start_id, sampler_factory)
+
     record = training.train_run(method, seed, start, data, size, size.run.group_size, work, results, prompt_tokens,
-                                start_id)
-    steps = {int(s): v for s, v in json.loads(record.read_text())["steps"].items()}
-    return evaluate_marks(work / "runs" / name / f"seed{seed}", results, name, seed, data["files"], size, steps,
-                          sampler_factory)
+                                start_id, evaluate=evaluate)
+    saved = json.loads(record.read_text())
+    return evaluate_marks(run_dir, results, name, seed, data["files"], size,
+                          {int(s): v for s, v in saved["steps"].items()}, start_of_record(saved), sampler_factory)
 
 
 def sweep_runs(protocol: Protocol, results: Path, size: Size) -> dict[float, dict]:

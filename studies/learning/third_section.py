@@ -187,7 +187,10 @@ def pair_section(runs: dict, method: str, size: Size, protocol: Protocol) -> lis
     verdict = (f"{method}'s area is {'higher' if mean > 0 else 'lower'} than {BASELINE}'s at equal responses on these "
                "starts: the interval excludes 0" if excludes_zero(diffs) else
                "the interval includes 0: no difference is resolved on these starts")
-    if len(diffs) < protocol.pilot_seeds:
+    if method in protocol.pilot_only:  # the per-step control: not a candidate, and no sizing comes from it
+        sizing = (f"{method} is the per-step control, run at the {protocol.pilot_seeds} pilot starts only: the "
+                  "starts are sized on the candidates' pairs")
+    elif len(diffs) < protocol.pilot_seeds:
         sizing = f"{len(diffs)} of the {protocol.pilot_seeds} pilot starts are done"
     else:
         pilot = sd([primary[s] for s in starts[:protocol.pilot_seeds]])

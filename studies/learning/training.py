@@ -4,6 +4,7 @@ as a process group, resumed from its last checkpoint after a kill, and, once eve
 
 from __future__ import annotations
 
+import ctypes
 import datetime
 import functools
 import json
@@ -12,7 +13,9 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,6 +28,7 @@ from studies.learning.protocol import FILTERED, KV_BLOCK, Size, method_overrides
 from studies.learning.records import merged_steps, read_records, record_path, start_of_record
 
 _say = functools.partial(say, speaker="learning")
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def with_overrides(command: list[str], overrides: list[str]) -> list[str]:
@@ -97,12 +101,14 @@ def base_measured(results: Path, work: Path, size: Size, seed: int, start_id: st
 
 def train_run(
     method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, work: Path, results: Path,
-    prompt_tokens: int, start_id: str | None = None,
+    prompt_tokens: int, start_id: str | None = None, evaluate: Callable[[dict[int, dict]], object] | None = None,
 ) -> Path:
     """Runs (or resumes, or skips if finished) one method at one seed from ``model``; returns its record.
 
     The seed's first run validates the start (step 0) too; the seed's other runs share it. ``start_id``: the
-    start's fingerprint, recorded (the second protocol pairs runs on it).
+    start's fingerprint, recorded (the second protocol pairs runs on it); an unfinished run from another start is
+    refused. ``evaluate`` (the logged steps the record will hold -> anything) runs once every step is logged, before
+    the record is written: a record is never committed without what it needs (the third protocol's marks).
     """
     name = method_overrides(method, size, matched_n)[0]
     run_dir = work / "runs" / name / f"seed{seed}"
@@ -111,9 +117,13 @@ def train_run(
         _say(f"3/4 {name} seed {seed}: finished before, skipped ({record})")
         return record
     validate_base = not base_measured(results, work, size, seed, start_id)
-    run_dir.mkdir(parents=True, exist_ok=True)
     if start_id:  # which start an unfinished run has (its record will say it too)
+        check_start(run_dir, start_id, name, seed)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if start_id:
         (run_dir / "start.txt").write_text(start_id + "\n")
+    if size.budget:  # the harness manages this protocol's checkpoints (verl keeps them all)
+        roll_back_to_logged(run_dir)
     attempt = len(list(run_dir.glob("metrics_*.jsonl")))
     command = run_command(method, seed, model, data, size, matched_n, run_dir, prompt_tokens, validate_base)
     (run_dir / f"command_{attempt:02d}.txt").write_text(shlex.join(command) + "\n")
@@ -125,10 +135,7 @@ def train_run(
     watch = BudgetWatch(run_dir, size, merged_steps(run_dir)) if size.budget else None
     start = time.perf_counter()
     with open(log, "w") as stream:
-        process = subprocess.Popen(
-            command, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True,
-            env=demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(metrics_file)}),
-        )
+        process = start_trainer(command, stream, demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(metrics_file)}))
         try:
             if not (watch and watch.done()):  # a run killed after its last step but before its record: no step
                 _follow(process, metrics_file, name, seed, size, start, watch)
@@ -152,6 +159,10 @@ def train_run(
     attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
     logged = {step: {k: v for k, v in values.items() if k.startswith(RECORDED)}
               for step, values in sorted(merged_steps(run_dir).items()) if step <= last}
+    if watch:  # every mark reached, kept (a resumed run whose last attempt ended at the budget)
+        BudgetWatch(run_dir, size, logged).keep_reached()
+    if evaluate:
+        evaluate(logged)
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({
         "method": name, "seed": seed, "date": datetime.date.today().isoformat(), "machine": machine(),
@@ -164,7 +175,68 @@ def train_run(
         "steps": logged,
     }, indent=1) + "\n")
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # 1.6 GB; the run is over
+    shutil.rmtree(run_dir / "marks", ignore_errors=True)  # evaluated before the record
     return record
+
+
+def check_start(run_dir: Path, start_id: str, name: str, seed: int) -> None:
+    """Refuses to resume an unfinished run that started from other weights than ``start_id``.
+
+    Raises:
+        SystemExit: Naming the run folder to remove.
+    """
+    saved = run_dir / "start.txt"
+    if saved.exists() and saved.read_text().strip() != start_id:
+        raise SystemExit(f"[learning] {name} seed {seed}: the unfinished run in {run_dir} started from weights "
+                         f"{saved.read_text().strip()}, this session's start is {start_id}: remove {run_dir} to run "
+                         "it again from this start")
+
+
+def roll_back_to_logged(run_dir: Path) -> int | None:
+    """Makes a resumed run redo any step whose checkpoint was saved but whose metrics were never logged.
+
+    verl saves a step's checkpoint before it logs the step, and resumes after its newest checkpoint: a trainer
+    killed between the two would never log that step. The checkpoints of steps past the last logged one are removed
+    and verl's tracker (``latest_checkpointed_iteration.txt``) names the newest one left, or is removed if none is
+    (the run starts again). Returns the step the trainer resumes after (None: from the start).
+    """
+    checkpoints = run_dir / "checkpoints"
+    logged = max((s for s in merged_steps(run_dir) if s > 0), default=0)
+    saved = {int(f.name.rsplit("_", 1)[1]): f for f in checkpoints.glob("global_step_*")
+             if f.name.rsplit("_", 1)[1].isdigit()}
+    for at, folder in saved.items():
+        if at > logged:
+            shutil.rmtree(folder)
+    resume = max((at for at in saved if at <= logged), default=None)
+    tracker = checkpoints / "latest_checkpointed_iteration.txt"
+    if resume is None:
+        tracker.unlink(missing_ok=True)
+    elif not tracker.exists() or tracker.read_text().strip() != str(resume):
+        _say(f"{run_dir}: resuming after step {resume}, the last one saved and logged")
+        tracker.write_text(str(resume))
+    return resume
+
+
+def dies_with(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn`` under which the child is killed (SIGKILL) when ``parent``, the process starting it, dies:
+    a trainer left without its harness would go on training and saving checkpoints (Linux ``PR_SET_PDEATHSIG``;
+    Ray's own processes die with the trainer, as Ray fate-shares them with their driver)."""
+    def preexec() -> None:
+        if not sys.platform.startswith("linux"):
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:  # the harness died before the signal was asked for
+            os._exit(1)
+    return preexec
+
+
+def start_trainer(command: list[str], log, env: dict) -> subprocess.Popen:
+    """Starts a trainer in its own process group (stopped as one by :func:`stop_trainer`), writing to ``log``; it
+    dies with this process (:func:`dies_with`)."""
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+                            preexec_fn=dies_with(os.getpid()))
 
 
 def last_step(logged: dict[int, dict], size: Size) -> int:
@@ -191,17 +263,20 @@ def _follow(process: subprocess.Popen, metrics_file: Path, name: str, seed: int,
         rows = demo.read_jsonl(metrics_file)
         for row in rows[shown:]:
             values, step = row["data"], row["step"]
-            if watch and step > 0 and watch.on_step(step, values):
-                return
+            budget_drawn = bool(watch and step > 0 and watch.on_step(step, values))
             held_out = values.get(f"val-core/{FILTERED}/reward/mean@{size.run.eval_k}")
             extra = f", held-out Avg@{size.run.eval_k} {held_out:.3f}" if held_out is not None else ""
             if step == 0:
                 _say(f"3/4 {name} seed {seed}: base model{extra}")
                 continue
-            _say(f"3/4 {name} seed {seed} step {step}/{size.run.steps}: "
+            progress = (f"step {step} ({sum(watch.drawn.values()):.0f} of {size.budget} responses)" if watch
+                        else f"step {step}/{size.run.steps}")
+            _say(f"3/4 {name} seed {seed} {progress}: "
                  f"{values.get('reinforce_ada/samples_total', 0):.0f} samples, "
                  f"train pass rate {values.get('reinforce_ada/pass_rate_mean', float('nan')):.3f}, "
                  f"step {values.get('timing_s/step', 0):.0f} s{extra}")
+            if budget_drawn:  # reported first: the step that reaches the budget is the run's last
+                return
         if len(rows) != shown:
             shown, last_note = len(rows), time.perf_counter()
         elif time.perf_counter() - last_note > 120:

@@ -47,7 +47,8 @@ def fake_session(monkeypatch, tmp_path) -> list[tuple]:
         weights(work / f"format{seed}", "1")  # every start: 1 of 4 right
         return work / f"format{seed}"
 
-    def train_run(method, seed, model, data, size, matched_n, work, results, prompt_tokens, start_id=None):
+    def train_run(method, seed, model, data, size, matched_n, work, results, prompt_tokens, start_id=None,
+                  evaluate=None):
         name = learning_protocol.method_overrides(method, size, matched_n)[0]
         record = learning_records.record_path(results, name, seed)
         if record.exists():
@@ -58,9 +59,11 @@ def fake_session(monkeypatch, tmp_path) -> list[tuple]:
         while total < size.budget:
             step, total = step + 1, total + draw
             steps[step] = {"reinforce_ada/samples_total": draw, "timing_s/step": 1.0}
-        for mark in budget.crossings({s: draw for s in steps}, size.marks):
-            weights(learning_marks.mark_folder(work / "runs" / name / f"seed{seed}", mark),
-                    str(correct_of_4(name, seed, size.run.lr, mark)))
+        for mark, (at, _) in budget.crossings({s: draw for s in steps}, size.marks).items():
+            folder = learning_marks.mark_folder(work / "runs" / name / f"seed{seed}", mark)
+            weights(folder, str(correct_of_4(name, seed, size.run.lr, mark)))
+            (folder / "step.txt").write_text(f"{at}\n")
+        evaluate(steps)  # as the harness does: the marks before the record
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"method": name, "seed": seed, "date": "2026-12-07", "machine": "test",
                                       "wall_s": 60.0, "command": "x", "size": size.record(),
@@ -106,6 +109,8 @@ def test_the_third_protocol_sweeps_then_runs_each_seeds_arms_from_its_own_start(
     assert "| 0 | yes | 50.0 | 68.8 | +18.8 | +25.0 |" in text and "| 1 | yes | 50.0 | 68.8 | +18.8 | +25.0 |" in text
     assert "Mean difference +18.8 ± 0.0 points (95% t interval over 3 starts)" in text
     assert "| grpo_n24 | 1 | 2026-12-07 |" in text and "| grpo_n24 | 2 | 2026" not in text
+    # the starts are sized on the candidate pairs only: the per-step control's pair says so and sizes nothing
+    assert text.count("needs ") == 1 and "grpo_n24 is the per-step control, run at the 2 pilot starts only" in text
     assert "| grpo_n24 | 2 | 1.0 ± 0.0 | 48 ± 0 |" in text  # 2 starts, 1 step of 48 responses
     # the evaluations' per-question results are kept beside the records, and each start is evaluated once
     saved = json.loads(learning_marks.evaluation_path(results, "balance", 1, 16).read_text())
@@ -132,3 +137,33 @@ def test_the_per_step_control_runs_at_the_pilot_seeds_only():
     methods = list(protocol.methods)
     assert third_run.arms_of_seed(protocol, methods, 3) == methods
     assert third_run.arms_of_seed(protocol, methods, 4) == ["grpo_n4", "balance", "balance_inverse_budget1"]
+
+
+def test_a_starts_fsdp_states_go_once_its_merged_weights_are_whole(tmp_path):
+    """A start's runs train from, and its hash and evaluation read, its merged folder alone: the 1.6 GB of model,
+    optimiser and data-loader states go, but not while the merged weights do not open."""
+    import torch
+    from safetensors.torch import save_file
+
+    checkpoint = tmp_path / "global_step_5"
+    actor = checkpoint / "actor"
+    (actor / "merged_hf").mkdir(parents=True)
+    (actor / "huggingface").mkdir()
+    for name in ("model", "optim", "extra_state"):
+        (actor / f"{name}_world_size_1_rank_0.pt").write_text("state")
+    (checkpoint / "data.pt").write_text("dataloader")
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("5")
+    (actor / "merged_hf" / "config.json").write_text("{}")
+    save_file({"w": torch.zeros(4)}, actor / "merged_hf" / "model.safetensors")
+    whole = (actor / "merged_hf" / "model.safetensors").read_bytes()
+    (actor / "merged_hf" / "model.safetensors").write_bytes(whole[:-4])  # cut short
+    learning_start.prune_start(checkpoint)
+    assert (actor / "model_world_size_1_rank_0.pt").exists()
+    (actor / "merged_hf" / "model.safetensors").write_bytes(whole)
+    fingerprint = learning_start.fingerprint(actor / "merged_hf")
+    learning_start.prune_start(checkpoint)
+    assert sorted(str(f.relative_to(checkpoint)) for f in checkpoint.rglob("*")) == [
+        "actor", "actor/huggingface", "actor/merged_hf", "actor/merged_hf/config.json",
+        "actor/merged_hf/model.safetensors"]
+    assert learning_start.fingerprint(actor / "merged_hf") == fingerprint
+    assert not (tmp_path / "latest_checkpointed_iteration.txt").exists()  # lost weights: made again, not resumed

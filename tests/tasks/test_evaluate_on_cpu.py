@@ -54,3 +54,56 @@ def test_tables_weight_benchmarks_by_size(tmp_path):
 def test_unknown_checkpoint_layout_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="--checkpoint"):
         evaluate.hf_folder(tmp_path)
+
+
+def fsdp_checkpoint(tmp_path, world_size: int = 1):
+    """A verl FSDP actor checkpoint of the tiny model as one rank saves it (DTensors on a one-rank mesh, the
+    Hugging Face config and tokenizer beside them), each weight moved by 2e-5 from the tiny model's: an update that
+    float32 holds and bfloat16 mostly rounds away."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from reinforce_ada.tools import tiny
+
+    model_dir = tiny.build(tmp_path / "tiny", train=4, test=2) / "model"
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    actor = tmp_path / "global_step_3" / "actor"
+    (actor / "huggingface").mkdir(parents=True)
+    model.config.save_pretrained(actor / "huggingface")
+    AutoTokenizer.from_pretrained(model_dir).save_pretrained(actor / "huggingface")
+    (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": world_size}))
+    trained = {k: v + 2e-5 for k, v in model.state_dict().items()}
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,), mesh_dim_names=("fsdp",))  # as verl's FSDP workers name it
+        torch.save({k: distribute_tensor(v, mesh, [Shard(0)]) for k, v in trained.items()},
+                   actor / f"model_world_size_{world_size}_rank_0.pt")
+    finally:
+        dist.destroy_process_group()
+    return actor.parent, trained
+
+
+def test_a_float32_merge_keeps_the_weights_as_trained_where_verls_merger_rounds_them(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    checkpoint, trained = fsdp_checkpoint(tmp_path)
+    merged = evaluate.hf_folder(checkpoint, dtype="float32")
+    assert merged == checkpoint / "actor" / "merged_hf_float32" and (merged / "tokenizer.json").exists()
+    written = load_file(merged / "model.safetensors")
+    assert written and all(torch.equal(written[k], trained[k]) for k in written)
+    assert evaluate.hf_folder(checkpoint, dtype="float32") == merged  # merged once
+    # verl's merger (the default, unchanged) writes bfloat16: the update is lost from most weights
+    rounded = load_file(evaluate.hf_folder(checkpoint) / "model.safetensors")
+    assert set(rounded) == set(written) and all(v.dtype == torch.bfloat16 for v in rounded.values())
+    assert not all(torch.equal(rounded[k].float(), trained[k]) for k in rounded)
+    assert not list(checkpoint.glob("actor/*.partial"))
+
+
+def test_a_float32_merge_of_a_checkpoint_saved_by_several_ranks_is_refused_by_name(tmp_path):
+    checkpoint, _ = fsdp_checkpoint(tmp_path, world_size=2)
+    with pytest.raises(ValueError, match="saved by one rank .* world size \\[2\\]; merge it with verl's model merger"):
+        evaluate.hf_folder(checkpoint, dtype="float32")
