@@ -63,14 +63,14 @@ def hf_folder(checkpoint: str | Path, dtype: str = "bfloat16") -> Path:
     if (path / "config.json").exists() and any(path.glob("*.safetensors")):
         return path
     actor = path / "actor" if (path / "actor").is_dir() else path
+    merged = actor / ("merged_hf" if dtype == "bfloat16" else "merged_hf_float32")
+    if (merged / "config.json").exists():  # merged before: the shards may have gone since
+        return merged
     if not any(actor.glob("model_world_size_*_rank_*.pt")):
         raise FileNotFoundError(
             f"--checkpoint {checkpoint}: neither a Hugging Face folder (config.json + *.safetensors) nor a verl "
             "checkpoint (global_step_N or its actor/ with model_world_size_*_rank_*.pt)"
         )
-    merged = actor / ("merged_hf" if dtype == "bfloat16" else "merged_hf_float32")
-    if (merged / "config.json").exists():
-        return merged
     partial = merged.with_name(merged.name + ".partial")  # renamed when whole: a killed merge is redone
     shutil.rmtree(partial, ignore_errors=True)
     if dtype == "float32":

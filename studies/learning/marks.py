@@ -23,6 +23,7 @@ from pathlib import Path
 
 from reinforce_ada.demo import run as demo
 from studies.learning.budget import crossings
+from studies.learning.processes import dies_with
 from studies.learning.protocol import FILTERED, UNFILTERED, Size
 
 EVAL_SEED = 0  # every arm, mark and start: the same draws per question
@@ -153,7 +154,7 @@ def evaluate_checkpoint(model: Path, files: dict, size: Size, out: Path, about: 
         job = {"model": str(model), "files": {k: files[k] for k in ("heldout_filtered", "heldout_all")},
                "k": size.run.eval_k, "max_tokens": size.run.max_response_tokens, "out": str(out), "about": about}
         code = subprocess.run([sys.executable, "-m", "studies.learning.marks", json.dumps(job)],
-                              env=demo.trainer_env()).returncode
+                              env=demo.trainer_env(), preexec_fn=dies_with(os.getpid())).returncode
         if code != 0:
             raise SystemExit(f"[learning] the evaluation of {model} exited with status {code} (rerun to resume)")
         return json.loads(out.read_text())
@@ -188,7 +189,9 @@ def _evaluate(model: Path, files: dict, k: int, max_tokens: int, out: Path, abou
                "per_question": {name: bench["per_problem"] for name, bench in results["benchmarks"].items()}}
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(written, indent=1) + "\n")
+    partial = out.with_name(out.name + ".partial")  # renamed when whole: a killed write leaves no half a file
+    partial.write_text(json.dumps(written, indent=1) + "\n")
+    os.replace(partial, out)
     return written
 
 

@@ -4,7 +4,6 @@ as a process group, resumed from its last checkpoint after a kill, and, once eve
 
 from __future__ import annotations
 
-import ctypes
 import datetime
 import functools
 import json
@@ -13,7 +12,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -24,11 +22,11 @@ from reinforce_ada.core.messages import say
 from reinforce_ada.demo import run as demo
 from studies.learning.budget import save_every, steps_to_budget
 from studies.learning.marks import BudgetWatch
+from studies.learning.processes import dies_with
 from studies.learning.protocol import FILTERED, KV_BLOCK, Size, method_overrides
 from studies.learning.records import merged_steps, read_records, record_path, start_of_record
 
 _say = functools.partial(say, speaker="learning")
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def with_overrides(command: list[str], overrides: list[str]) -> list[str]:
@@ -215,21 +213,6 @@ def roll_back_to_logged(run_dir: Path) -> int | None:
         _say(f"{run_dir}: resuming after step {resume}, the last one saved and logged")
         tracker.write_text(str(resume))
     return resume
-
-
-def dies_with(parent: int) -> Callable[[], None]:
-    """A ``preexec_fn`` under which the child is killed (SIGKILL) when ``parent``, the process starting it, dies:
-    a trainer left without its harness would go on training and saving checkpoints (Linux ``PR_SET_PDEATHSIG``;
-    Ray's own processes die with the trainer, as Ray fate-shares them with their driver)."""
-    def preexec() -> None:
-        if not sys.platform.startswith("linux"):
-            return
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-        if os.getppid() != parent:  # the harness died before the signal was asked for
-            os._exit(1)
-    return preexec
 
 
 def start_trainer(command: list[str], log, env: dict) -> subprocess.Popen:

@@ -3,6 +3,7 @@ budget, and the seeded evaluation with per-question results beside the record (v
 
 import json
 import shutil
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -240,6 +241,29 @@ def test_a_failed_evaluation_in_its_child_process_stops_the_study(tmp_path, monk
         learning_marks.evaluate_checkpoint(tmp_path / "empty", {"heldout_filtered": "f", "heldout_all": "a"},
                                            QUICK, out, {"mark": 8})
     assert not out.exists()
+
+
+def test_the_evaluation_child_is_started_to_die_with_the_harness_and_leaves_only_its_file(tmp_path, monkeypatch):
+    """The evaluation child gets the trainers' death signal (:func:`studies.learning.processes.dies_with`, whose
+    effect the trainer's test checks): a harness killed during an evaluation leaves no child to race the next one
+    for its files; the file is written under another name and renamed whole."""
+    started = {}
+
+    def run(command, **kwargs):
+        started.update(kwargs)
+        learning_marks._evaluate(tmp_path / "model", {"heldout_filtered": "f", "heldout_all": "a"}, 4, 32,
+                                 tmp_path / "mark8.json", {"mark": 8},
+                                 lambda folder: None)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(learning_marks.subprocess, "run", run)
+    monkeypatch.setattr("reinforce_ada.tasks.evaluate.hf_folder", lambda model, dtype: model)
+    monkeypatch.setattr("reinforce_ada.tasks.evaluate.evaluate_model", lambda *a: {"benchmarks": {
+        "arithmetic_filtered": {"avg": 0.5, "per_problem": [{"avg": 0.5, "correct": 2}]}}})
+    written = learning_marks.evaluate_checkpoint(tmp_path / "model", {"heldout_filtered": "f", "heldout_all": "a"},
+                                                 QUICK, tmp_path / "mark8.json", {"mark": 8})
+    assert started["preexec_fn"] is not None and written["accuracy"] == {"arithmetic_filtered": 0.5}
+    assert [f.name for f in tmp_path.iterdir()] == ["mark8.json"]
 
 
 def test_every_question_has_its_own_seeds_whatever_the_model():

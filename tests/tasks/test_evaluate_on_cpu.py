@@ -101,6 +101,11 @@ def test_a_float32_merge_keeps_the_weights_as_trained_where_verls_merger_rounds_
     assert set(rounded) == set(written) and all(v.dtype == torch.bfloat16 for v in rounded.values())
     assert not all(torch.equal(rounded[k].float(), trained[k]) for k in rounded)
     assert not list(checkpoint.glob("actor/*.partial"))
+    # a checkpoint whose training states were removed once merged (a learning study's start) is still found
+    for shard in checkpoint.glob("actor/model_world_size_*_rank_*.pt"):
+        shard.unlink()
+    assert evaluate.hf_folder(checkpoint, dtype="float32") == merged
+    assert evaluate.hf_folder(checkpoint) == checkpoint / "actor" / "merged_hf"
 
 
 def test_a_float32_merge_of_a_checkpoint_saved_by_several_ranks_is_refused_by_name(tmp_path):
