@@ -205,10 +205,13 @@ def _fit_model(folder: Path, seed: int, steps: int) -> None:
 
 def overrides(task: Path) -> list[str]:
     """The Hydra overrides of a run on the task :func:`build` wrote in ``task``: the calculator tool, the ask_again
-    loop, and room for a tool's error in an episode (verl ends an episode whose next turn would not fit)."""
+    loop, and room for a tool's error in an episode. verl ends an episode whose next turn would not fit, and does
+    not truncate an error to ``max_tool_response_length``: the commonest error, a call without ``b`` ("add()
+    missing 1 required positional argument"), is 58 tokens of the tiny tokenizer, so with 64 response tokens only
+    the shorter ``a > 5`` error ever reached the model, and a run kept none on some machines."""
     return [f"actor_rollout_ref.rollout.multi_turn.function_tool_path={HERE / 'calculator_tool.py'}",
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={task / 'agent_loops.yaml'}",
-            "data.max_response_length=64", "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=40"]
+            "data.max_response_length=128", "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=40"]
 
 
 def python_path(base: dict) -> str:
