@@ -28,6 +28,17 @@ from studies.learning.records import merged_steps, read_records, record_path, st
 
 _say = functools.partial(say, speaker="learning")
 
+# A trainer that logs no step for this long is stopped and resumed from its last checkpoint, at most RESUMES times in
+# a row: when Ray's memory monitor kills a vLLM server or a worker, verl's trainer waits for it forever. Steps take
+# 0.5-3 minutes on this CPU, and the start-up before the first about 3.
+STALL_S = 20 * 60
+RESUMES = 2
+MEMORY_KILL = "killed due to memory pressure"  # Ray's line in the trainer's log
+
+
+class Stalled(Exception):
+    """The trainer logged no step for ``STALL_S`` seconds."""
+
 
 def with_overrides(command: list[str], overrides: list[str]) -> list[str]:
     """``command`` with each ``key=value`` of ``overrides`` replacing the same key (Hydra's ``+`` ignored)."""
@@ -120,32 +131,18 @@ def train_run(
     run_dir.mkdir(parents=True, exist_ok=True)
     if start_id:
         (run_dir / "start.txt").write_text(start_id + "\n")
-    if size.budget:  # the harness manages this protocol's checkpoints (verl keeps them all)
-        roll_back_to_logged(run_dir)
-    attempt = len(list(run_dir.glob("metrics_*.jsonl")))
-    command = run_command(method, seed, model, data, size, matched_n, run_dir, prompt_tokens, validate_base)
-    (run_dir / f"command_{attempt:02d}.txt").write_text(shlex.join(command) + "\n")
-    metrics_file = run_dir / f"metrics_{attempt:02d}.jsonl"
-    log = run_dir / f"trainer_{attempt:02d}.log"
-    done_before = sorted(s for s in merged_steps(run_dir) if s > 0)
-    _say(f"3/4 {name} seed {seed}: " + (f"resuming after step {done_before[-1]}" if done_before else "starting")
-         + f" (verl's trainer; log {log})")
-    watch = BudgetWatch(run_dir, size, merged_steps(run_dir)) if size.budget else None
-    start = time.perf_counter()
-    with open(log, "w") as stream:
-        process = start_trainer(command, stream, demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(metrics_file)}))
-        try:
-            if not (watch and watch.done()):  # a run killed after its last step but before its record: no step
-                _follow(process, metrics_file, name, seed, size, start, watch)
-            stop_trainer(process)  # at the budget (the trainer would go on: run.steps bounds an adaptive arm)
-        except BaseException:
-            stop_trainer(process)
-            raise
-        finally:  # a stopped attempt's time counts too (SIGTERM reaches here as SystemExit)
-            with open(run_dir / "attempts.jsonl", "a") as f:
-                f.write(json.dumps({"attempt": attempt, "wall_s": time.perf_counter() - start,
-                                    "returncode": process.returncode,
-                                    "date": datetime.datetime.now().isoformat(timespec="seconds")}) + "\n")
+    for tries in range(1, RESUMES + 2):
+        attempt, process, watch, log, stalled = _attempt(method, seed, model, data, size, matched_n, run_dir,
+                                                         prompt_tokens, validate_base, name)
+        if not stalled:
+            break
+        why = (" (Ray killed workers for lack of memory: run nothing large beside it)"
+               if MEMORY_KILL in log.read_text(errors="replace") else "")
+        if tries > RESUMES:
+            demo.fail(f"{name} seed {seed}: verl's trainer logged no step for {demo.minutes(STALL_S)}, {tries} times "
+                      f"in a row{why}; rerun the benchmark to resume from the last checkpoint", log, "learning")
+        _say(f"3/4 {name} seed {seed}: no step logged for {demo.minutes(STALL_S)}{why}; the trainer was stopped and "
+             "resumes from its last checkpoint")
     if process.returncode != 0 and not (watch and watch.done()):
         demo.fail(f"{name} seed {seed}: verl's trainer exited with status {process.returncode} "
                   "(rerun the benchmark to resume from the last checkpoint)", log, "learning")
@@ -175,6 +172,40 @@ def train_run(
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # 1.6 GB; the run is over
     shutil.rmtree(run_dir / "marks", ignore_errors=True)  # evaluated before the record
     return record
+
+def _attempt(method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, run_dir: Path,
+             prompt_tokens: int, validate_base: bool, name: str
+             ) -> tuple[int, subprocess.Popen, BudgetWatch | None, Path, bool]:
+    """One start of the trainer, resuming the run in ``run_dir`` from its last checkpoint, followed until it exits,
+    reaches the budget or stalls; the attempt's number, process (stopped), budget watch, log and whether it stalled.
+    Every attempt's wall time goes to ``attempts.jsonl``."""
+    if size.budget:  # the harness manages this protocol's checkpoints (verl keeps them all)
+        roll_back_to_logged(run_dir)
+    attempt = len(list(run_dir.glob("metrics_*.jsonl")))
+    command = run_command(method, seed, model, data, size, matched_n, run_dir, prompt_tokens, validate_base)
+    (run_dir / f"command_{attempt:02d}.txt").write_text(shlex.join(command) + "\n")
+    metrics_file = run_dir / f"metrics_{attempt:02d}.jsonl"
+    log = run_dir / f"trainer_{attempt:02d}.log"
+    done_before = sorted(s for s in merged_steps(run_dir) if s > 0)
+    _say(f"3/4 {name} seed {seed}: " + (f"resuming after step {done_before[-1]}" if done_before else "starting")
+         + f" (verl's trainer; log {log})")
+    watch = BudgetWatch(run_dir, size, merged_steps(run_dir)) if size.budget else None
+    start, stalled = time.perf_counter(), False
+    with open(log, "w") as stream:
+        process = start_trainer(command, stream, demo.trainer_env({"VERL_FILE_LOGGER_PATH": str(metrics_file)}))
+        try:
+            if not (watch and watch.done()):  # a run killed after its last step but before its record: no step
+                _follow(process, metrics_file, name, seed, size, start, watch)
+        except Stalled:
+            stalled = True
+        finally:  # stopped at the budget (the trainer would go on: run.steps bounds an adaptive arm), on a stall or
+            # on any error; a stopped attempt's time counts too (SIGTERM reaches here as SystemExit)
+            stop_trainer(process)
+            with open(run_dir / "attempts.jsonl", "a") as f:
+                f.write(json.dumps({"attempt": attempt, "wall_s": time.perf_counter() - start,
+                                    "returncode": process.returncode, **({"stalled": True} if stalled else {}),
+                                    "date": datetime.datetime.now().isoformat(timespec="seconds")}) + "\n")
+    return attempt, process, watch, log, stalled
 
 
 def check_start(run_dir: Path, start_id: str, name: str, seed: int) -> None:
@@ -238,8 +269,12 @@ def last_step(logged: dict[int, dict], size: Size) -> int:
 def _follow(process: subprocess.Popen, metrics_file: Path, name: str, seed: int, size: Size, start: float,
             watch: BudgetWatch | None = None) -> None:
     """Reports each step the trainer logs to ``metrics_file`` as it comes, and a note every 2 minutes without one,
-    until the trainer exits or, with ``watch``, the run has drawn its budget (each step is passed to it first)."""
-    shown, last_note, exited = 0, time.perf_counter(), False
+    until the trainer exits or, with ``watch``, the run has drawn its budget (each step is passed to it first).
+
+    Raises:
+        Stalled: No step was logged for ``STALL_S`` seconds.
+    """
+    shown, last_note, last_row, exited = 0, time.perf_counter(), time.perf_counter(), False
     while not exited:
         time.sleep(3)
         exited = process.poll() is not None  # the rows it logged before it exited are read once more
@@ -261,7 +296,9 @@ def _follow(process: subprocess.Popen, metrics_file: Path, name: str, seed: int,
             if budget_drawn:  # reported first: the step that reaches the budget is the run's last
                 return
         if len(rows) != shown:
-            shown, last_note = len(rows), time.perf_counter()
+            shown, last_note, last_row = len(rows), time.perf_counter(), time.perf_counter()
+        elif not exited and time.perf_counter() - last_row > STALL_S:
+            raise Stalled
         elif time.perf_counter() - last_note > 120:
             _say(f"3/4 {name} seed {seed}: running, {demo.minutes(time.perf_counter() - start)} since start")
             last_note = time.perf_counter()

@@ -124,6 +124,55 @@ def test_a_run_at_equal_responses_is_stopped_at_its_budget_and_recorded(tmp_path
     assert not (run_dir / "checkpoints").exists() and not (run_dir / "marks").exists()
 
 
+def test_a_trainer_that_stops_logging_is_stopped_and_resumed(tmp_path, monkeypatch, capfd):
+    """A fake trainer logs step 1, then Ray's memory-kill line, then hangs (as verl's does when a vLLM server is
+    killed); the harness stops it after STALL_S without a step and starts it again, which resumes after step 1."""
+    run_dir = tmp_path / "work" / "runs" / "balance" / "seed0"
+    script = (
+        "import json, os, pathlib, sys, time\n"
+        f"run = pathlib.Path({str(run_dir)!r})\n"
+        "first = not (run / 'hung_once').exists()\n"
+        "tracker = run / 'checkpoints' / 'latest_checkpointed_iteration.txt'\n"
+        "begin = int(tracker.read_text()) + 1 if tracker.exists() else 1\n"
+        "for step in range(begin, 4):\n"
+        "    d = run / 'checkpoints' / f'global_step_{step}' / 'actor'\n"
+        "    d.mkdir(parents=True, exist_ok=True)\n"
+        "    (d / 'model_world_size_1_rank_0.pt').write_text(str(step))\n"
+        "    tracker.write_text(str(step))\n"
+        "    with open(os.environ['VERL_FILE_LOGGER_PATH'], 'a') as f:\n"
+        "        f.write(json.dumps({'step': step, 'data': {'reinforce_ada/samples_total': 6}}) + '\\n')\n"
+        "    if first:\n"
+        "        (run / 'hung_once').write_text('')\n"
+        "        print('(raylet) 1 Workers (tasks / actors) killed due to memory pressure (OOM)', flush=True)\n"
+        "        time.sleep(600)\n"
+        "time.sleep(600)\n"
+    )
+    monkeypatch.setattr(learning_training, "run_command", lambda *a, **k: [sys.executable, "-c", script])
+    monkeypatch.setattr(learning_training, "STALL_S", 4)
+    record = learning_training.train_run("balance", 0, tmp_path / "model", {}, QUICK, 4, tmp_path / "work",
+                                         tmp_path / "results", 16, evaluate=lambda logged: None)
+    saved = json.loads(record.read_text())
+    assert sorted(int(s) for s in saved["steps"]) == [1, 2, 3] and saved["attempts"] == 2
+    attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
+    assert [a.get("stalled", False) for a in attempts] == [True, False]
+    err = capfd.readouterr().err
+    assert "no step logged for 4 s (Ray killed workers for lack of memory" in err
+    assert "resuming after step 1" in err
+
+
+def test_a_trainer_that_stalls_every_time_fails_with_the_way_on(tmp_path, monkeypatch):
+    script = "import time; time.sleep(600)"
+    monkeypatch.setattr(learning_training, "run_command", lambda *a, **k: [sys.executable, "-c", script])
+    monkeypatch.setattr(learning_training, "STALL_S", 1)
+    monkeypatch.setattr(learning_training, "RESUMES", 1)
+    with pytest.raises(SystemExit):
+        learning_training.train_run("grpo_n4", 0, tmp_path / "model", {}, QUICK, 4, tmp_path / "work",
+                                    tmp_path / "results", 16)
+    run_dir = tmp_path / "work" / "runs" / "grpo_n4" / "seed0"
+    assert len((run_dir / "attempts.jsonl").read_text().splitlines()) == 2
+    assert not list((tmp_path / "results").rglob("*.json"))
+
+
 def test_a_run_whose_marks_fail_to_evaluate_has_no_record(tmp_path, monkeypatch):
     run_dir = tmp_path / "work" / "runs" / "grpo_n4" / "seed0"
     script = (
