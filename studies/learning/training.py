@@ -1,6 +1,6 @@
 """One training run of the learning study through verl's trainer: its command line, started, followed and stopped
-as a process group, resumed from its last checkpoint after a kill, and, once every step is logged, its record
-(command, date, machine, wall time over every attempt, logged metrics) written under RESULTS."""
+as a process group, resumed from its last checkpoint after a kill or a stall, and, once every step is logged, its
+record (command, date, machine, wall time over every attempt, logged metrics) written under RESULTS."""
 
 from __future__ import annotations
 
