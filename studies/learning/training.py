@@ -181,14 +181,18 @@ def _attempt(method: str, seed: int, model: Path, data: dict, size: Size, matche
     Every attempt's wall time goes to ``attempts.jsonl``."""
     if size.budget:  # the harness manages this protocol's checkpoints (verl keeps them all)
         roll_back_to_logged(run_dir)
+    count_killed_attempts(run_dir)
     attempt = len(list(run_dir.glob("metrics_*.jsonl")))
     command = run_command(method, seed, model, data, size, matched_n, run_dir, prompt_tokens, validate_base)
     (run_dir / f"command_{attempt:02d}.txt").write_text(shlex.join(command) + "\n")
     metrics_file = run_dir / f"metrics_{attempt:02d}.jsonl"
     log = run_dir / f"trainer_{attempt:02d}.log"
     done_before = sorted(s for s in merged_steps(run_dir) if s > 0)
-    _say(f"3/4 {name} seed {seed}: " + (f"resuming after step {done_before[-1]}" if done_before else "starting")
-         + f" (verl's trainer; log {log})")
+    tracker = run_dir / "checkpoints" / "latest_checkpointed_iteration.txt"  # where verl resumes
+    resume = int(tracker.read_text()) if done_before and tracker.exists() else 0
+    _say(f"3/4 {name} seed {seed}: " + (f"resuming after step {resume}" if resume else
+                                        f"starting again ({len(done_before)} steps logged, none saved)" if done_before
+                                        else "starting") + f" (verl's trainer; log {log})")
     watch = BudgetWatch(run_dir, size, merged_steps(run_dir)) if size.budget else None
     start, stalled = time.perf_counter(), False
     with open(log, "w") as stream:
@@ -206,6 +210,23 @@ def _attempt(method: str, seed: int, model: Path, data: dict, size: Size, matche
                                     "returncode": process.returncode, **({"stalled": True} if stalled else {}),
                                     "date": datetime.datetime.now().isoformat(timespec="seconds")}) + "\n")
     return attempt, process, watch, log, stalled
+
+
+def count_killed_attempts(run_dir: Path) -> None:
+    """Writes down the attempts that were killed before they could (SIGKILL, the end of a session): each one's wall
+    time is counted from its command's writing to its log's last write, marked ``killed``."""
+    attempts = run_dir / "attempts.jsonl"
+    recorded = ({json.loads(line)["attempt"] for line in attempts.read_text().splitlines()} if attempts.exists()
+                else set())
+    for command in sorted(run_dir.glob("command_*.txt")):
+        attempt, log = int(command.stem.split("_")[1]), run_dir / f"trainer_{command.stem.split('_')[1]}.log"
+        if attempt in recorded or not log.exists():
+            continue
+        ended = log.stat().st_mtime
+        with open(attempts, "a") as f:
+            f.write(json.dumps({"attempt": attempt, "wall_s": max(0.0, ended - command.stat().st_mtime),
+                                "returncode": None, "killed": True,
+                                "date": datetime.datetime.fromtimestamp(ended).isoformat(timespec="seconds")}) + "\n")
 
 
 def check_start(run_dir: Path, start_id: str, name: str, seed: int) -> None:

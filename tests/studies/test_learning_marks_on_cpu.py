@@ -160,6 +160,22 @@ def test_a_trainer_that_stops_logging_is_stopped_and_resumed(tmp_path, monkeypat
     assert "resuming after step 1" in err
 
 
+def test_an_attempt_killed_before_it_wrote_its_time_is_counted_from_its_files(tmp_path):
+    import os
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for attempt, (began, ended) in enumerate(((1000.0, 1300.0), (2000.0, 2050.0))):
+        for name, at in ((f"command_{attempt:02d}.txt", began), (f"trainer_{attempt:02d}.log", ended)):
+            (run_dir / name).write_text("x")
+            os.utime(run_dir / name, (at, at))
+    (run_dir / "attempts.jsonl").write_text(json.dumps({"attempt": 1, "wall_s": 55.0, "returncode": 0}) + "\n")
+    learning_training.count_killed_attempts(run_dir)
+    learning_training.count_killed_attempts(run_dir)  # once only
+    rows = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
+    assert [(r["attempt"], r["wall_s"], r.get("killed", False)) for r in rows] == [(1, 55.0, False), (0, 300.0, True)]
+
+
 def test_a_trainer_that_stalls_every_time_fails_with_the_way_on(tmp_path, monkeypatch):
     script = "import time; time.sleep(600)"
     monkeypatch.setattr(learning_training, "run_command", lambda *a, **k: [sys.executable, "-c", script])
