@@ -173,6 +173,7 @@ def train_run(
     shutil.rmtree(run_dir / "marks", ignore_errors=True)  # evaluated before the record
     return record
 
+
 def _attempt(method: str, seed: int, model: Path, data: dict, size: Size, matched_n: int, run_dir: Path,
              prompt_tokens: int, validate_base: bool, name: str
              ) -> tuple[int, subprocess.Popen, BudgetWatch | None, Path, bool]:
