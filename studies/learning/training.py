@@ -220,7 +220,8 @@ def count_killed_attempts(run_dir: Path) -> None:
     recorded = ({json.loads(line)["attempt"] for line in attempts.read_text().splitlines()} if attempts.exists()
                 else set())
     for command in sorted(run_dir.glob("command_*.txt")):
-        attempt, log = int(command.stem.split("_")[1]), run_dir / f"trainer_{command.stem.split('_')[1]}.log"
+        number = command.stem.removeprefix("command_")
+        attempt, log = int(number), run_dir / f"trainer_{number}.log"
         if attempt in recorded or not log.exists():
             continue
         ended = log.stat().st_mtime

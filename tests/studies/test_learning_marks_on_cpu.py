@@ -2,6 +2,7 @@
 budget, and the seeded evaluation with per-question results beside the record (vLLM replaced by a fake sampler)."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -161,8 +162,6 @@ def test_a_trainer_that_stops_logging_is_stopped_and_resumed(tmp_path, monkeypat
 
 
 def test_an_attempt_killed_before_it_wrote_its_time_is_counted_from_its_files(tmp_path):
-    import os
-
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     for attempt, (began, ended) in enumerate(((1000.0, 1300.0), (2000.0, 2050.0))):
