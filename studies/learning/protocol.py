@@ -102,6 +102,8 @@ class Protocol:
         pilot_seeds: Seeds run before the seed count is computed.
         most_seeds: The most seeds the count may ask for.
         pilot_only: Methods run at the pilot seeds only (the third protocol's per-step control).
+        per_step_control: (an adaptive arm, the GRPO that draws about its responses a step), reported as a pair of
+            their own besides each arm against GRPO-n4; empty for none.
         start_per_seed: Whether seed s starts from its own format checkpoint (made with seed ``FORMAT_SEED + s``)
             rather than every seed from one.
     """
@@ -120,6 +122,7 @@ class Protocol:
     pilot_seeds: int = 4
     most_seeds: int = 10
     pilot_only: tuple[str, ...] = ()
+    per_step_control: tuple[str, ...] = ()
     start_per_seed: bool = False
 
 
@@ -151,7 +154,8 @@ PROTOCOLS = {
         ("grpo_n4", "balance", "balance_inverse_budget1", f"grpo_n{PER_STEP_CONTROL_N}"), (0, 1, 2, 3),
         "studies/learning/results/third",
         "learning_third", "Learning, third protocol: adaptive sampling against GRPO-n4 at equal responses drawn",
-        sweep=(2e-5, 1e-5, 3e-6), pilot_only=(f"grpo_n{PER_STEP_CONTROL_N}",), start_per_seed=True),
+        sweep=(2e-5, 1e-5, 3e-6), pilot_only=(f"grpo_n{PER_STEP_CONTROL_N}",),
+        per_step_control=("balance", f"grpo_n{PER_STEP_CONTROL_N}"), start_per_seed=True),  # amendment 3
 }
 
 

@@ -102,7 +102,10 @@ def report_third(results: Path, data: dict, size: Size, protocol: Protocol, swee
         f"Avg@{size.run.eval_k}, "
         "every question with its own sampling seed, the same for every arm. Primary measure: per start, the area "
         f"under the filtered held-out curve against responses over the marks (trapezoid rule, divided by "
-        f"{size.budget:,}: the curve's mean height, points), arm minus {BASELINE}. The design was fixed before the "
+        f"{size.budget:,}: the curve's mean height, points), arm minus {BASELINE}"
+        + (f"; the per-step control is {protocol.per_step_control[0]} minus {protocol.per_step_control[1]} on the "
+           "same measure" if protocol.per_step_control else "")
+        + ". The design was fixed before the "
         f"runs (studies/learning/README.md). Command: `python -m studies.learning --protocol {protocol.name} "
         "--seeds S --write studies/learning/README.md`.",
     ]
@@ -110,6 +113,9 @@ def report_third(results: Path, data: dict, size: Size, protocol: Protocol, swee
         lines += sweep_table(sweep, protocol, size)
     for method in sorted({m for m, _ in runs if m != BASELINE}, key=method_order):
         lines += pair_section(runs, method, size, protocol)
+    if protocol.per_step_control:
+        method, control = protocol.per_step_control
+        lines += pair_section(runs, method, size, protocol, reference=control)
     if runs:
         lines += ["", f"What each arm's run cost, mean ± 95% interval over its starts (the budget is {size.budget:,} "
                   "responses; step time is summed over the steps, evaluations, checkpoint saves and start-up left "
@@ -152,26 +158,29 @@ def sweep_table(sweep: dict[float, dict], protocol: Protocol, size: Size) -> lis
     return lines
 
 
-def pair_section(runs: dict, method: str, size: Size, protocol: Protocol) -> list[str]:
-    """One arm against GRPO-n4, paired by start: the table, the mean and its intervals, the starts needed and the
-    secondary measures."""
+def pair_section(runs: dict, method: str, size: Size, protocol: Protocol, reference: str = BASELINE) -> list[str]:
+    """One arm against ``reference`` (GRPO-n4, or the per-step control), paired by start: the table, the mean and
+    its intervals, the starts needed (sized on the candidates' pairs with GRPO-n4 only) and the secondary
+    measures."""
     marks, last = size.marks, size.marks[-1]
-    starts = sorted(s for m, s in runs if m == method and (BASELINE, s) in runs)
+    starts = sorted(s for m, s in runs if m == method and (reference, s) in runs)
     if not starts:
         return []
     mine = {s: runs[(method, s)][FILTERED] for s in starts}
-    theirs = {s: runs[(BASELINE, s)][FILTERED] for s in starts}
+    theirs = {s: runs[(reference, s)][FILTERED] for s in starts}
     primary = {s: auc_over_marks(mine[s]["curve"], marks) - auc_over_marks(theirs[s]["curve"], marks) for s in starts}
     actual = {}
     for s in starts:
         upto = min(mine[s]["points"][-1][0], theirs[s]["points"][-1][0])
         actual[s] = auc_at_actual(mine[s]["points"], upto) - auc_at_actual(theirs[s]["points"], upto)
     overshoot = {s: max(r - m for m, (r, _) in zip(marks, mine[s]["points"][1:])) for s in starts}
-    lines = ["", f"**Primary measure, {method} - {BASELINE}**, paired by start:", "",
-             f"| start | same weights | {BASELINE} area | {method} area | difference | at {last:,} | "
+    title = (f"Primary measure, {method} - {reference}" if reference == BASELINE else
+             f"Per-step control, {method} - {reference}")
+    lines = ["", f"**{title}**, paired by start:", "",
+             f"| start | same weights | {reference} area | {method} area | difference | at {last:,} | "
              f"at actual responses | {method}'s largest overshoot |", "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for s in starts:
-        same = runs[(method, s)]["start"] == runs[(BASELINE, s)]["start"]
+        same = runs[(method, s)]["start"] == runs[(reference, s)]["start"]
         lines.append(f"| {s} | {'yes' if same else 'no'} | {auc_over_marks(theirs[s]['curve'], marks):.1f} | "
                      f"{auc_over_marks(mine[s]['curve'], marks):.1f} | {primary[s]:+.1f} | "
                      f"{mine[s]['curve'][last] - theirs[s]['curve'][last]:+.1f} | {actual[s]:+.1f} | "
@@ -184,10 +193,13 @@ def pair_section(runs: dict, method: str, size: Size, protocol: Protocol) -> lis
     mean, half = mean_ci(diffs)
     low, high = paired_bootstrap([({m: mine[s]["questions"][m] for m in (0, *marks)},
                                    {m: theirs[s]["questions"][m] for m in (0, *marks)}) for s in starts], marks)
-    verdict = (f"{method}'s area is {'higher' if mean > 0 else 'lower'} than {BASELINE}'s at equal responses on these "
-               "starts: the interval excludes 0" if excludes_zero(diffs) else
+    verdict = (f"{method}'s area is {'higher' if mean > 0 else 'lower'} than {reference}'s at equal responses on "
+               "these starts: the interval excludes 0" if excludes_zero(diffs) else
                "the interval includes 0: no difference is resolved on these starts")
-    if method in protocol.pilot_only:  # the per-step control: not a candidate, and no sizing comes from it
+    if reference != BASELINE:
+        sizing = (f"{reference} draws about {method}'s responses a step, so at equal responses the two are at "
+                  f"nearly equal steps too; no start count is sized on this pair")
+    elif method in protocol.pilot_only:  # the per-step control: not a candidate, and no sizing comes from it
         sizing = (f"{method} is the per-step control, run at the {protocol.pilot_seeds} pilot starts only: the "
                   "starts are sized on the candidates' pairs")
     elif len(diffs) < protocol.pilot_seeds:
@@ -207,6 +219,6 @@ def pair_section(runs: dict, method: str, size: Size, protocol: Protocol) -> lis
                  f"{mean_cell([mine[s]['curve'][last] - theirs[s]['curve'][last] for s in starts], 1.0, sign='+')}; "
                  "on the unfiltered held-out set the area difference is "
                  + mean_cell([auc_over_marks(runs[(method, s)][UNFILTERED]["curve"], marks)
-                              - auc_over_marks(runs[(BASELINE, s)][UNFILTERED]["curve"], marks) for s in starts],
+                              - auc_over_marks(runs[(reference, s)][UNFILTERED]["curve"], marks) for s in starts],
                              1.0, sign="+") + ".")
     return lines

@@ -89,6 +89,28 @@ def test_each_arm_is_paired_with_grpo_by_start_on_the_area_against_responses(tmp
     assert "| grpo_n4 | 0 | 2026-12-07 |" in text and "| pos |" not in text
 
 
+def test_the_per_step_control_pairs_balance_with_the_grpo_that_draws_as_much(tmp_path):
+    results = tmp_path / "results"
+    for seed in (0, 1):
+        write_start(results, f"s{seed}", [0, 0, 1, 1])  # 25%
+        write_run(results, "grpo_n4", seed, [8, 8], [[1, 1, 1, 1], [1, 1, 1, 1]], f"s{seed}")  # area 43.75
+        # balance: 75% at both marks (area 62.5); GRPO-n24: 16 a step, 50% then 100% (area 56.25) or 75% twice
+        write_run(results, "balance", seed, [12, 12], [[2, 2, 1, 1], [2, 2, 1, 1]], f"s{seed}")
+        control = [[1, 1, 1, 1], [2, 2, 2, 2]] if seed == 0 else [[2, 2, 1, 1], [2, 2, 1, 1]]
+        write_run(results, "grpo_n24", seed, [16], control, f"s{seed}")
+    text = third_section.report_third(results, DATA, SIZE, THIRD)
+    control = text.split("**Per-step control, balance - grpo_n24**")[1]
+    assert "| start | same weights | grpo_n24 area | balance area |" in control
+    assert "| 0 | yes | 56.2 | 62.5 | +6.2 | -25.0 |" in control
+    assert "| 1 | yes | 62.5 | 62.5 | +0.0 | +0.0 |" in control
+    assert "Mean difference +3.1 ± 39.7 points (95% t interval over 2 starts)" in control
+    assert "no start count is sized on this pair" in control and "needs" not in control
+    # GRPO-n24 is still read against GRPO-n4, as the other arms, with no sizing either
+    assert "**Primary measure, grpo_n24 - grpo_n4**" in text
+    assert "grpo_n24 is the per-step control, run at the 2 pilot starts only" in text
+    assert "the per-step control is balance minus grpo_n24 on the same measure" in text
+
+
 def test_the_question_bootstrap_resamples_questions_within_starts():
     marks = (8, 16)
     same = {0: [0.5, 0.5], 8: [0.5, 0.5], 16: [0.5, 0.5]}
