@@ -11,7 +11,8 @@ from studies.learning.summary import method_order
 from studies.stats import mean_ci
 
 
-def plot(rows: list[dict], size: Size, path: Path, key: str = "step") -> None:
+def plot(rows: list[dict], size: Size, path: Path, key: str = "step", over: str = "seeds",
+         time_label: str = "training wall time (min)") -> None:
     """Draws the finished runs' held-out curves into ``path``.
 
     Args:
@@ -21,6 +22,8 @@ def plot(rows: list[dict], size: Size, path: Path, key: str = "step") -> None:
         path: The PNG file to write.
         key: What a point averages over seeds: the rows of one ``step``, or (the third protocol) of one ``mark`` of
             responses, whose step differs between seeds; each axis shows the points' mean step, responses and time.
+        over: What the interval is over (the third protocol's unit is a start).
+        time_label: The time axis's label (the rows' ``wall_s`` is summed step time).
     """
     import matplotlib
 
@@ -41,12 +44,12 @@ def plot(rows: list[dict], size: Size, path: Path, key: str = "step") -> None:
         for ax, x in zip(axes, (steps, [mean_ci([r["samples"] for r in g])[0] for g in at],
                                 [mean_ci([r["wall_s"] for r in g])[0] / 60 for g in at])):
             ax.errorbar(x, acc, yerr=ci, marker="o", capsize=3, label=method)
-    for ax, label in zip(axes, ("training step", "samples generated", "training wall time (min)")):
+    for ax, label in zip(axes, ("training step", "samples generated", time_label)):
         ax.set_xlabel(label)
         ax.set_ylabel(f"held-out Avg@{size.run.eval_k}, filtered (%)")
         ax.grid(alpha=0.3)
     axes[0].legend()
-    fig.suptitle("Held-out accuracy, mean and 95% interval over seeds")
+    fig.suptitle(f"Held-out accuracy, mean and 95% interval over {over}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

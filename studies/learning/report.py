@@ -93,7 +93,8 @@ def write_third(results: Path, size: Size, data: dict, write: str | None, protoc
         "run_records": [{k: v for k, v in run["record"].items() if k != "steps"} for run in runs.values()]},
         indent=1))
     if rows:
-        plot(rows, size, results / "curves.png", key="mark")
+        plot(rows, size, results / "curves.png", key="mark", over="starts",
+             time_label="summed step time (min), saves left out")
     if write:
         here = Path(write).resolve().parent
         recorded = [run["record"] for run in runs.values()]
