@@ -6,6 +6,7 @@ measures (the area at the evaluations' actual responses, steps, summed step time
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -78,13 +79,16 @@ def paired_bootstrap(pairs: list[tuple[dict, dict]], marks: tuple[int, ...], res
 
 
 def step_costs(record: dict) -> dict[str, float]:
-    """A run's steps, responses a step, summed step time and mean critical path (tokens) a step."""
+    """A run's steps, responses a step, summed step time, and its critical path (tokens): the mean a step and the sum
+    over the run (the generation a run waits for in sequence, if each round's longest response sets its time)."""
     steps = [v for s, v in record["steps"].items() if int(s) > 0]
     paths = [v["reinforce_ada/critical_path_tokens"] for v in steps if "reinforce_ada/critical_path_tokens" in v]
+    whole = len(paths) == len(steps)
     return {"steps": len(steps), "per_step": sum(v["reinforce_ada/samples_total"] for v in steps) / len(steps),
             # without the checkpoint saves that mark the marks (every step for an adaptive arm, every 16th for GRPO-n4)
             "step_time": sum(v.get("timing_s/step", 0.0) - v.get("timing_s/save_checkpoint", 0.0) for v in steps),
-            "critical_path": sum(paths) / len(paths) if paths else float("nan")}
+            "critical_path": sum(paths) / len(paths) if paths else float("nan"),
+            "critical_path_run": sum(paths) if paths and whole else float("nan")}
 
 
 def report_third(results: Path, data: dict, size: Size, protocol: Protocol, sweep: dict[float, dict] | None = None,
@@ -119,15 +123,18 @@ def report_third(results: Path, data: dict, size: Size, protocol: Protocol, swee
     if runs:
         lines += ["", f"What each arm's run cost, mean ± 95% interval over its starts (the budget is {size.budget:,} "
                   "responses; step time is summed over the steps, evaluations, checkpoint saves and start-up left "
-                  "out):", "",
+                  "out; the critical path is the sum over a step's rounds of each round's longest response, and its "
+                  "run total the generation the run waited for in sequence):", "",
                   "| arm | starts | steps | responses / step | summed step time (min) | critical path / step "
-                  "(tokens) |", "|---|---:|---:|---:|---:|---:|"]
+                  "(tokens) | critical path, whole run (tokens) |", "|---|---:|---:|---:|---:|---:|---:|"]
         for method in sorted({m for m, _ in runs}, key=method_order):
             costs = [step_costs(r["record"]) for (m, _), r in runs.items() if m == method]
-            paths = [c["critical_path"] for c in costs if c["critical_path"] == c["critical_path"]]
+            paths = [c["critical_path"] for c in costs if not math.isnan(c["critical_path"])]
+            totals = [c["critical_path_run"] for c in costs if not math.isnan(c["critical_path_run"])]
             lines.append(f"| {method} | {len(costs)} | {mean_cell([c['steps'] for c in costs], 1, 1)} | "
                          f"{mean_cell([c['per_step'] for c in costs], 1, 0)} | "
-                         f"{mean_cell([c['step_time'] / 60 for c in costs], 1, 1)} | {mean_cell(paths, 1, 0)} |")
+                         f"{mean_cell([c['step_time'] / 60 for c in costs], 1, 1)} | {mean_cell(paths, 1, 0)} | "
+                         f"{mean_cell(totals, 1, 0)} |")
         lines += ["", "Runs (date, machine, wall time with start-up, the start's weights; the record holds the command "
                   "and every logged value, and the folder beside it each evaluation's per-question results):", "",
                   "| arm | start | date | wall | machine | start's weights | record |",
