@@ -121,10 +121,12 @@ def report_third(results: Path, data: dict, size: Size, protocol: Protocol, swee
         method, control = protocol.per_step_control
         lines += pair_section(runs, method, size, protocol, reference=control)
     if runs:
-        lines += ["", f"What each arm's run cost, mean ± 95% interval over its starts (the budget is {size.budget:,} "
-                  "responses; step time is summed over the steps, evaluations, checkpoint saves and start-up left "
-                  "out; the critical path is the sum over a step's rounds of each round's longest response, and its "
-                  "run total the generation the run waited for in sequence):", "",
+        lines += ["", f"What each arm's run cost, mean ± 95% interval over its starts (none for one start; the budget "
+                  f"is {size.budget:,} responses; step time is summed over the steps, evaluations, checkpoint saves "
+                  "and start-up left out, and compares only between runs with nothing else beside them: the notes "
+                  "on the runs, in the design above, say where that did not hold; the critical path is the sum over "
+                  "a step's rounds of each round's longest response, and its run total the generation the run "
+                  "waited for in sequence):", "",
                   "| arm | starts | steps | responses / step | summed step time (min) | critical path / step "
                   "(tokens) | critical path, whole run (tokens) |", "|---|---:|---:|---:|---:|---:|---:|"]
         for method in sorted({m for m, _ in runs}, key=method_order):
@@ -184,7 +186,7 @@ def pair_section(runs: dict, method: str, size: Size, protocol: Protocol, refere
     title = (f"Primary measure, {method} - {reference}" if reference == BASELINE else
              f"Per-step control, {method} - {reference}")
     lines = ["", f"**{title}**, paired by start:", "",
-             f"| start | same weights | {reference} area | {method} area | difference | at {last:,} | "
+             f"| start | same weights | {reference} area | {method} area | difference | at mark {last:,} | "
              f"at actual responses | {method}'s largest overshoot |", "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for s in starts:
         same = runs[(method, s)]["start"] == runs[(reference, s)]["start"]
@@ -222,7 +224,7 @@ def pair_section(runs: dict, method: str, size: Size, protocol: Protocol, refere
     lines.append(f"Mean difference {mean:+.1f} ± {half:.1f} points (95% t interval over {len(diffs)} starts); "
                  f"{verdict}. Resampling starts and, within each, held-out questions: {low:+.1f} to {high:+.1f}. "
                  f"{sizing}. Secondary, described and not tested: at each evaluation's actual responses the area "
-                 f"difference is {mean_cell(list(actual.values()), 1.0, sign='+')}; at {last:,} responses "
+                 f"difference is {mean_cell(list(actual.values()), 1.0, sign='+')}; at mark {last:,} "
                  f"{mean_cell([mine[s]['curve'][last] - theirs[s]['curve'][last] for s in starts], 1.0, sign='+')}; "
                  "on the unfiltered held-out set the area difference is "
                  + mean_cell([auc_over_marks(runs[(method, s)][UNFILTERED]["curve"], marks)
