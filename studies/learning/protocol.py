@@ -101,9 +101,8 @@ class Protocol:
         primary_effect: The AUC difference (points) the seed count is sized to resolve.
         pilot_seeds: Seeds run before the seed count is computed.
         most_seeds: The most seeds the count may ask for.
-        pilot_only: Methods run at the pilot seeds only (the third protocol's per-step control).
         per_step_control: (an adaptive arm, the GRPO that draws about its responses a step), reported as a pair of
-            their own besides each arm against GRPO-n4; empty for none.
+            their own besides each arm against GRPO-n4, the GRPO run at the pilot seeds only; empty for none.
         start_per_seed: Whether seed s starts from its own format checkpoint (made with seed ``FORMAT_SEED + s``)
             rather than every seed from one.
     """
@@ -121,9 +120,13 @@ class Protocol:
     primary_effect: float = 5.0
     pilot_seeds: int = 4
     most_seeds: int = 10
-    pilot_only: tuple[str, ...] = ()
     per_step_control: tuple[str, ...] = ()
     start_per_seed: bool = False
+
+    @property
+    def pilot_only(self) -> tuple[str, ...]:
+        """Methods run at the pilot seeds only: the per-step control's GRPO."""
+        return self.per_step_control[1:]
 
 
 SECOND_RUN = DemoSize(steps=20, eval_every=5, eval_k=4, lr=1e-5)
@@ -154,8 +157,8 @@ PROTOCOLS = {
         ("grpo_n4", "balance", "balance_inverse_budget1", f"grpo_n{PER_STEP_CONTROL_N}"), (0, 1, 2, 3),
         "studies/learning/results/third",
         "learning_third", "Learning, third protocol: adaptive sampling against GRPO-n4 at equal responses drawn",
-        sweep=(2e-5, 1e-5, 3e-6), pilot_only=(f"grpo_n{PER_STEP_CONTROL_N}",),
-        per_step_control=("balance", f"grpo_n{PER_STEP_CONTROL_N}"), start_per_seed=True),  # amendment 3
+        sweep=(2e-5, 1e-5, 3e-6), per_step_control=("balance", f"grpo_n{PER_STEP_CONTROL_N}"),  # amendment 3
+        start_per_seed=True),
 }
 
 
