@@ -1,7 +1,8 @@
 """The third protocol's results section: each arm against GRPO-n4 at equal responses drawn, paired by start, on
 the primary measure (the area under the filtered held-out curve against responses, over the marks), its interval
 over starts and a bootstrap over starts and held-out questions, the starts that measure needs, and the secondary
-measures (the area at the evaluations' actual responses, steps, summed step time, the rollout's critical path)."""
+measures (the area at the evaluations' actual responses, steps, summed step time, the rollout's critical path), and
+a reading added after the pilots: each arm against GRPO-n4 at about equal critical path."""
 
 from __future__ import annotations
 
@@ -137,6 +138,7 @@ def report_third(results: Path, data: dict, size: Size, protocol: Protocol, swee
                          f"{mean_cell([c['per_step'] for c in costs], 1, 0)} | "
                          f"{mean_cell([c['step_time'] / 60 for c in costs], 1, 1)} | {mean_cell(paths, 1, 0)} | "
                          f"{mean_cell(totals, 1, 0)} |")
+        lines += equal_critical_path_section(runs, size)
         lines += ["", "Runs (date, machine, wall time with start-up, the start's weights; the record holds the command "
                   "and every logged value, and the folder beside it each evaluation's per-question results):", "",
                   "| arm | start | date | wall | machine | start's weights | record |",
@@ -145,6 +147,58 @@ def report_third(results: Path, data: dict, size: Size, protocol: Protocol, swee
                   f"{r['record']['machine']} | {r['start'] or ''} | [{m}_seed{s}.json]({records}/{m}_seed{s}.json) |"
                   for (m, s), r in sorted(runs.items(), key=lambda kv: (method_order(kv[0][0]), kv[0][1]))]
     return "\n".join(lines)
+
+
+def read_within_critical_path(run: dict, tokens: float) -> tuple[float, float]:
+    """A run's filtered held-out accuracy (points) at its last mark whose step's cumulative critical path is at most
+    ``tokens``, and that cumulative critical path (mark 0, the start, has none)."""
+    paths = {int(s): v["reinforce_ada/critical_path_tokens"] for s, v in run["record"]["steps"].items() if int(s) > 0}
+    reached, reached_tokens = 0, 0.0
+    for mark, step in sorted(run[FILTERED]["steps"].items()):
+        used = sum(paths[s] for s in range(1, step + 1))
+        if used <= tokens and mark >= reached:
+            reached, reached_tokens = mark, used
+    return run[FILTERED]["curve"][reached], reached_tokens
+
+
+def equal_critical_path_section(runs: dict, size: Size) -> list[str]:
+    """Each arm against GRPO-n4 at about equal critical path: per start, each run read at its last mark within the
+    smaller of the two runs' whole-run critical paths. Added after the pilot starts were read, as a description for
+    a GPU, where a step waits for its rounds' longest responses; not part of the design."""
+    rows, unread = [], []
+    for method in sorted({m for m, _ in runs if m != BASELINE}, key=method_order):
+        cells = []
+        for (m, s), run in sorted(runs.items()):
+            reference = runs.get((BASELINE, s))
+            if m != method or reference is None:
+                continue
+            totals = [step_costs(r["record"])["critical_path_run"] for r in (run, reference)]
+            if any(math.isnan(t) for t in totals):
+                continue
+            tokens = min(totals)
+            cell = (tokens, *read_within_critical_path(run, tokens), *read_within_critical_path(reference, tokens))
+            if cell[2] == 0 or cell[4] == 0:  # a run read at its start: no mark within the critical path compared
+                unread.append(f"{method} at start {s}")
+            else:
+                cells.append(cell)
+        if cells:
+            tokens, mine, mine_at, theirs, theirs_at = (list(column) for column in zip(*cells))
+            diffs = [a - b for a, b in zip(mine, theirs)]
+            rows.append(f"| {method} | {len(cells)} | {mean_cell(tokens, 1, 0)} | {mean_cell(mine_at, 1, 0)} | "
+                        f"{mean_cell(theirs_at, 1, 0)} | {mean_cell(mine, 1, 1)} | {mean_cell(theirs, 1, 1)} | "
+                        f"{mean_cell(diffs, 1, sign='+')} | " + ", ".join(f"{d:+.1f}" for d in diffs) + " |")
+    if not rows and not unread:
+        return []
+    return ["", "At about equal critical path (added after the pilot starts were read; described, not tested, and not "
+            "part of the design): per start, the smaller of the two runs' whole-run critical paths, and each run's "
+            "filtered held-out accuracy (%) at its last mark reached within it (marks "
+            f"{', '.join(f'{m:,}' for m in size.marks)} responses; mark 0 is the start). Where generation sets a "
+            "step's time, as on a GPU, and each round takes as long as its longest response, this compares the arms "
+            "at about equal generation time; the marks are coarse, so a run is read at the critical path its mark "
+            "had reached (the columns 'read at'), and the run read at more tokens is the one favoured"
+            + (f"; left out, where a run has no mark within it: {', '.join(unread)}" if unread else "") + ":", "",
+            f"| arm | starts | critical path compared (tokens) | arm read at | {BASELINE} read at | arm's accuracy | "
+            f"{BASELINE}'s accuracy | difference | per start |", "|---|---:|---:|---:|---:|---:|---:|---:|---|", *rows]
 
 
 def sweep_table(sweep: dict[float, dict], protocol: Protocol, size: Size) -> list[str]:

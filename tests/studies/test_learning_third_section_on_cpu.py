@@ -29,10 +29,12 @@ def evaluation(correct: list[int], about: dict, k: int = 2) -> dict:
 
 
 def write_run(results: Path, method: str, seed: int, drawn: list[int], at_marks: list[list[int]], start: str,
-              step_s: float = 2.0) -> None:
-    """A finished run's record (``drawn`` responses a step) and its evaluations at the marks (per-question correct)."""
+              step_s: float = 2.0, paths: list[int] | None = None) -> None:
+    """A finished run's record (``drawn`` responses a step, critical path ``paths`` a step, by default 10 x the
+    step) and its evaluations at the marks (per-question correct)."""
+    paths = paths or [10 * s for s in range(1, len(drawn) + 1)]
     steps = {s: {"reinforce_ada/samples_total": d, "timing_s/step": step_s, "timing_s/save_checkpoint": step_s / 2,
-                 "reinforce_ada/critical_path_tokens": 10 * s} for s, d in enumerate(drawn, 1)}
+                 "reinforce_ada/critical_path_tokens": p} for s, (d, p) in enumerate(zip(drawn, paths), 1)}
     path = learning_records.record_path(results, method, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"method": method, "seed": seed, "date": "2026-12-07", "machine": "test",
@@ -109,6 +111,23 @@ def test_the_per_step_control_pairs_balance_with_the_grpo_that_draws_as_much(tmp
     assert "**Primary measure, grpo_n24 - grpo_n4**" in text
     assert "grpo_n24 is the per-step control, run at the 2 pilot starts only" in text
     assert "the per-step control is balance minus grpo_n24 on the same measure" in text
+
+
+def test_each_arm_is_read_against_grpo_at_about_equal_critical_path(tmp_path):
+    results = tmp_path / "results"
+    for seed in (0, 1):
+        write_start(results, f"s{seed}", [0, 0, 0, 0])  # 0%
+        # GRPO-n4: critical path 10 then 20 (30 over the run); 50% at mark 8 (step 1), 100% at mark 16 (step 2)
+        write_run(results, "grpo_n4", seed, [8, 8], [[1, 1, 1, 1], [2, 2, 2, 2]], f"s{seed}")
+        # balance: one step of 16 with a critical path of 25: compared at 25 tokens, where GRPO-n4 has only reached
+        # mark 8 (10 tokens); 75% at both marks: +25 points on both starts
+        write_run(results, "balance", seed, [16], [[2, 2, 1, 1], [2, 2, 1, 1]], f"s{seed}", paths=[25])
+        # GRPO-n24: 5 tokens in all, before GRPO-n4's first mark: left out
+        write_run(results, "grpo_n24", seed, [16], [[2, 2, 2, 2], [2, 2, 2, 2]], f"s{seed}", paths=[5])
+    text = third_section.report_third(results, DATA, SIZE, THIRD)
+    assert "left out, where a run has no mark within it: grpo_n24 at start 0, grpo_n24 at start 1:" in text
+    assert "| balance | 2 | 25 ± 0 | 25 ± 0 | 10 ± 0 | 75.0 ± 0.0 | 50.0 ± 0.0 | +25.0 ± 0.0 | +25.0, +25.0 |" in text
+    assert "| grpo_n24 | 2 | 5 |" not in text
 
 
 def test_the_question_bootstrap_resamples_questions_within_starts():
