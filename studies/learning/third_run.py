@@ -19,14 +19,28 @@ from studies.learning.budget import choose_lr_by_area
 from studies.learning.marks import evaluate_checkpoint, evaluate_marks, evaluation_path
 from studies.learning.protocol import BASELINE, FILTERED, FORMAT_SEED, FORMAT_STEPS, Protocol, Size, method_overrides
 from studies.learning.records import record_path, start_of_record
-from studies.learning.third_section import run_curves, start_evaluation_path
+from studies.learning.third_section import planned_starts, run_curves, start_evaluation_path
 
 _say = functools.partial(say, speaker="learning")
 
 
-def arms_of_seed(protocol: Protocol, methods: list[str], seed: int) -> list[str]:
-    """The arms a seed runs: ``methods``, less the pilot-only ones (the per-step control) past the pilot seeds."""
-    return [m for m in methods if m not in protocol.pilot_only or seed < protocol.pilot_seeds]
+def arms_of_seed(protocol: Protocol, methods: list[str], seed: int, targets: dict[str, int] | None = None) -> list[str]:
+    """The arms a seed runs. At the pilot seeds, all of ``methods``. Past them, no pilot-only arm (the per-step
+    control), and a candidate only while its pair with GRPO-n4 needs more starts (``targets``: candidate -> the
+    starts its pair extends to, for the pairs already sized; an unsized one runs); GRPO-n4 while any candidate
+    does (amendment 4)."""
+    if seed < protocol.pilot_seeds:
+        return list(methods)
+    candidates = [m for m in methods if m != BASELINE and m not in protocol.pilot_only
+                  and seed < (targets or {}).get(m, protocol.most_seeds)]
+    return [m for m in methods if m in candidates or (m == BASELINE and candidates)]
+
+
+def pair_targets(protocol: Protocol, methods: list[str], results: Path, size: Size) -> dict[str, int]:
+    """Candidate -> the starts its pair with GRPO-n4 extends to, for each pair whose pilot starts are done."""
+    runs = run_curves(results, size)
+    sized = {m: planned_starts(runs, m, size, protocol) for m in methods if m != BASELINE}
+    return {m: planned[2] for m, planned in sized.items() if planned}
 
 
 def seed_start(work: Path, results: Path, model: Path, data: dict, size: Size, seed: int, quick: bool,
@@ -104,8 +118,12 @@ def run_third(protocol: Protocol, size: Size, seeds: list[int], methods: list[st
                         evaluation_path(results, BASELINE, 0, size.marks[0]).parent, dirs_exist_ok=True)
         shutil.copyfile(record_path(swept, BASELINE, 0), chosen)
     for seed in seeds:
+        arms = arms_of_seed(protocol, methods, seed, pair_targets(protocol, methods, results, size))
+        if not arms:
+            _say(f"seed {seed}: every pair has the starts it needs; not run")
+            continue
         start, start_id = seed_start(work, results, model, data, size, seed, quick, sampler_factory)
-        for method in arms_of_seed(protocol, methods, seed):
+        for method in arms:
             run_arm(method, seed, start, start_id, data, size, work, results, prompt_tokens, sampler_factory)
             if after_run:
                 after_run(size)

@@ -221,17 +221,36 @@ def sweep_table(sweep: dict[float, dict], protocol: Protocol, size: Size) -> lis
     return lines
 
 
+def primary_differences(runs: dict, method: str, size: Size, reference: str = BASELINE) -> dict[int, float]:
+    """Start -> the primary measure of ``method`` minus ``reference`` (area over the marks, points), at the starts
+    where both are finished and evaluated."""
+    return {s: auc_over_marks(runs[(method, s)][FILTERED]["curve"], size.marks)
+            - auc_over_marks(runs[(reference, s)][FILTERED]["curve"], size.marks)
+            for m, s in sorted(runs) if m == method and (reference, s) in runs}
+
+
+def planned_starts(runs: dict, method: str, size: Size, protocol: Protocol) -> tuple[float, int, int] | None:
+    """A candidate's pair with GRPO-n4, sized once its first ``protocol.pilot_seeds`` starts are done: the pilots'
+    SD of the primary measure, the starts that resolve the protocol's effect, and the starts its runs extend to
+    (never fewer than the pilots nor more than ``protocol.most_seeds``); None before then."""
+    primary = primary_differences(runs, method, size)
+    if method in protocol.pilot_only or len(primary) < protocol.pilot_seeds:
+        return None
+    pilot = sd([primary[s] for s in sorted(primary)[:protocol.pilot_seeds]])
+    return (pilot, *planned_seeds(pilot, protocol))
+
+
 def pair_section(runs: dict, method: str, size: Size, protocol: Protocol, reference: str = BASELINE) -> list[str]:
     """One arm against ``reference`` (GRPO-n4, or the per-step control), paired by start: the table, the mean and
     its intervals, the starts needed (sized on the candidates' pairs with GRPO-n4 only) and the secondary
     measures."""
     marks, last = size.marks, size.marks[-1]
-    starts = sorted(s for m, s in runs if m == method and (reference, s) in runs)
+    primary = primary_differences(runs, method, size, reference)
+    starts = sorted(primary)
     if not starts:
         return []
     mine = {s: runs[(method, s)][FILTERED] for s in starts}
     theirs = {s: runs[(reference, s)][FILTERED] for s in starts}
-    primary = {s: auc_over_marks(mine[s]["curve"], marks) - auc_over_marks(theirs[s]["curve"], marks) for s in starts}
     actual = {}
     for s in starts:
         upto = min(mine[s]["points"][-1][0], theirs[s]["points"][-1][0])
@@ -268,8 +287,7 @@ def pair_section(runs: dict, method: str, size: Size, protocol: Protocol, refere
     elif len(diffs) < protocol.pilot_seeds:
         sizing = f"{len(diffs)} of the {protocol.pilot_seeds} pilot starts are done"
     else:
-        pilot = sd([primary[s] for s in starts[:protocol.pilot_seeds]])
-        needed, target = planned_seeds(pilot, protocol)
+        pilot, needed, target = planned_starts(runs, method, size, protocol)
         sizing = (f"From the {protocol.pilot_seeds} pilot starts' SD ({pilot:.1f}), resolving a "
                   f"{protocol.primary_effect:g}-point difference at 80% power (two-sided 5%) needs {needed} starts"
                   + (f" (the protocol stops at {protocol.most_seeds})" if needed > protocol.most_seeds else "")

@@ -97,17 +97,18 @@ def test_the_third_protocol_sweeps_then_runs_each_seeds_arms_from_its_own_start(
             "--results", str(results), "--write", str(write)]
     learning.main([*args, "--seeds", "0", "1", "2"])
     # the sweep at every rate; 1e-5 has the largest area of the curves that never drop 5 points: start 0's
-    # GRPO-n4 is its run; GRPO-n24 (the per-step control) runs at the pilot seed only
+    # GRPO-n4 is its run; GRPO-n24 (the per-step control) runs at the pilot seeds only; balance's pair, sized on
+    # its 2 pilot starts (the same difference at both: SD 0), needs no third start, so seed 2 runs nothing
     assert calls == [("grpo_n4", 0, 2e-5), ("grpo_n4", 0, 1e-5), ("grpo_n4", 0, 3e-6), ("balance", 0, 1e-5),
-                     ("grpo_n24", 0, 1e-5), ("grpo_n4", 1, 1e-5), ("balance", 1, 1e-5), ("grpo_n24", 1, 1e-5),
-                     ("grpo_n4", 2, 1e-5), ("balance", 2, 1e-5)]
+                     ("grpo_n24", 0, 1e-5), ("grpo_n4", 1, 1e-5), ("balance", 1, 1e-5), ("grpo_n24", 1, 1e-5)]
     text = write.read_text()
     assert "| 2e-05 | 25.0 | 100.0 | 50.0 | 50.0 | 68.8 |  |" in text
     assert "| 1e-05 | 25.0 | 50.0 | 75.0 | 0.0 | 50.0 | yes |" in text
     # balance: (25 + 2 x 75 + 100) / 4 = 68.75 against GRPO-n4's 50.0 on both starts; its steps draw 6:
     # 12 responses at mark 8 (overshoot 4), 18 at 16
     assert "| 0 | yes | 50.0 | 68.8 | +18.8 | +25.0 |" in text and "| 1 | yes | 50.0 | 68.8 | +18.8 | +25.0 |" in text
-    assert "Mean difference +18.8 ± 0.0 points (95% t interval over 3 starts)" in text
+    assert "Mean difference +18.8 ± 0.0 points (95% t interval over 2 starts)" in text
+    assert "needs 2 starts; 2 are done, so the runs stop here" in text
     assert "| grpo_n24 | 1 | 2026-12-07 |" in text and "| grpo_n24 | 2 | 2026" not in text
     # the starts are sized on the candidate pairs only: the per-step control's pair says so and sizes nothing
     assert text.count("needs ") == 1 and "grpo_n24 is the per-step control, run at the 2 pilot starts only" in text
@@ -120,7 +121,7 @@ def test_the_third_protocol_sweeps_then_runs_each_seeds_arms_from_its_own_start(
 
     # another session resumes: nothing runs again, and --report-only rewrites the same section from the files
     learning.main([*args, "--seeds", "0", "1", "2"])
-    assert len(calls) == 10
+    assert len(calls) == 8
     again = tmp_path / "AGAIN.md"
     learning.main([*args[:-1], str(again), "--report-only", "--work", str(tmp_path / "elsewhere")])
     assert again.read_text() == text
@@ -137,6 +138,18 @@ def test_the_per_step_control_runs_at_the_pilot_seeds_only():
     methods = list(protocol.methods)
     assert third_run.arms_of_seed(protocol, methods, 3) == methods
     assert third_run.arms_of_seed(protocol, methods, 4) == ["grpo_n4", "balance", "balance_inverse_budget1"]
+
+
+def test_past_the_pilots_a_candidate_runs_only_while_its_pair_needs_starts():
+    protocol = learning_protocol.PROTOCOLS["third"]
+    methods = list(protocol.methods)
+    targets = {"balance": 10, "balance_inverse_budget1": 4}
+    assert third_run.arms_of_seed(protocol, methods, 3, targets) == methods  # a pilot seed runs every arm
+    assert third_run.arms_of_seed(protocol, methods, 4, targets) == ["grpo_n4", "balance"]
+    assert third_run.arms_of_seed(protocol, methods, 9, targets) == ["grpo_n4", "balance"]
+    assert third_run.arms_of_seed(protocol, methods, 4, {"balance": 4, "balance_inverse_budget1": 4}) == []
+    # a pair not sized yet (its pilots unfinished) runs
+    assert third_run.arms_of_seed(protocol, methods, 4, {"balance": 4}) == ["grpo_n4", "balance_inverse_budget1"]
 
 
 def test_a_starts_fsdp_states_go_once_its_merged_weights_are_whole(tmp_path):
