@@ -19,7 +19,7 @@ from studies.learning.budget import choose_lr_by_area
 from studies.learning.marks import evaluate_checkpoint, evaluate_marks, evaluation_path
 from studies.learning.protocol import BASELINE, FILTERED, FORMAT_SEED, FORMAT_STEPS, Protocol, Size, method_overrides
 from studies.learning.records import record_path, start_of_record
-from studies.learning.third_section import planned_starts, run_curves, start_evaluation_path
+from studies.learning.third_section import planned_starts, primary_differences, run_curves, start_evaluation_path
 
 _say = functools.partial(say, speaker="learning")
 
@@ -39,7 +39,8 @@ def arms_of_seed(protocol: Protocol, methods: list[str], seed: int, targets: dic
 def pair_targets(protocol: Protocol, methods: list[str], results: Path, size: Size) -> dict[str, int]:
     """Candidate -> the starts its pair with GRPO-n4 extends to, for each pair whose pilot starts are done."""
     runs = run_curves(results, size)
-    sized = {m: planned_starts(runs, m, size, protocol) for m in methods if m != BASELINE}
+    sized = {m: planned_starts(primary_differences(runs, m, size), protocol) for m in methods
+             if m != BASELINE and m not in protocol.pilot_only}
     return {m: planned[2] for m, planned in sized.items() if planned}
 
 

@@ -154,9 +154,9 @@ def read_within_critical_path(run: dict, tokens: float) -> tuple[float, float]:
     ``tokens``, and that cumulative critical path (mark 0, the start, has none)."""
     paths = {int(s): v["reinforce_ada/critical_path_tokens"] for s, v in run["record"]["steps"].items() if int(s) > 0}
     reached, reached_tokens = 0, 0.0
-    for mark, step in sorted(run[FILTERED]["steps"].items()):
+    for mark, step in sorted(run[FILTERED]["steps"].items()):  # marks in order: the last one within wins
         used = sum(paths[s] for s in range(1, step + 1))
-        if used <= tokens and mark >= reached:
+        if used <= tokens:
             reached, reached_tokens = mark, used
     return run[FILTERED]["curve"][reached], reached_tokens
 
@@ -229,12 +229,11 @@ def primary_differences(runs: dict, method: str, size: Size, reference: str = BA
             for m, s in sorted(runs) if m == method and (reference, s) in runs}
 
 
-def planned_starts(runs: dict, method: str, size: Size, protocol: Protocol) -> tuple[float, int, int] | None:
-    """A candidate's pair with GRPO-n4, sized once its first ``protocol.pilot_seeds`` starts are done: the pilots'
-    SD of the primary measure, the starts that resolve the protocol's effect, and the starts its runs extend to
-    (never fewer than the pilots nor more than ``protocol.most_seeds``); None before then."""
-    primary = primary_differences(runs, method, size)
-    if method in protocol.pilot_only or len(primary) < protocol.pilot_seeds:
+def planned_starts(primary: dict[int, float], protocol: Protocol) -> tuple[float, int, int] | None:
+    """A candidate's pair with GRPO-n4 (``primary``: start -> its primary measure), sized once its first
+    ``protocol.pilot_seeds`` starts are done: the pilots' SD, the starts that resolve the protocol's effect, and the
+    starts its runs extend to (never fewer than the pilots nor more than ``protocol.most_seeds``); None before."""
+    if len(primary) < protocol.pilot_seeds:
         return None
     pilot = sd([primary[s] for s in sorted(primary)[:protocol.pilot_seeds]])
     return (pilot, *planned_seeds(pilot, protocol))
@@ -287,7 +286,7 @@ def pair_section(runs: dict, method: str, size: Size, protocol: Protocol, refere
     elif len(diffs) < protocol.pilot_seeds:
         sizing = f"{len(diffs)} of the {protocol.pilot_seeds} pilot starts are done"
     else:
-        pilot, needed, target = planned_starts(runs, method, size, protocol)
+        pilot, needed, target = planned_starts(primary, protocol)
         sizing = (f"From the {protocol.pilot_seeds} pilot starts' SD ({pilot:.1f}), resolving a "
                   f"{protocol.primary_effect:g}-point difference at 80% power (two-sided 5%) needs {needed} starts"
                   + (f" (the protocol stops at {protocol.most_seeds})" if needed > protocol.most_seeds else "")
