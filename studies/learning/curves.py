@@ -1,5 +1,5 @@
 """The learning study's figure, ``curves.png``: each method's held-out accuracy (mean and 95% interval over its
-finished seeds) against training step, responses sampled and training wall time."""
+finished seeds, their number in the legend) against training step, responses sampled and training wall time."""
 
 from __future__ import annotations
 
@@ -9,6 +9,15 @@ from pathlib import Path
 from studies.learning.protocol import Size
 from studies.learning.summary import method_order
 from studies.stats import mean_ci
+
+
+def run_counts(rows: list[dict]) -> dict[str, int]:
+    """Method -> how many of its runs (seeds, or starts) are finished, which its curve averages over."""
+    counts: dict[str, set] = {}
+    for r in rows:
+        if r["finished"]:
+            counts.setdefault(r["method"], set()).add(r["seed"])
+    return {method: len(seeds) for method, seeds in counts.items()}
 
 
 def plot(rows: list[dict], size: Size, path: Path, key: str = "step", over: str = "seeds",
@@ -31,6 +40,7 @@ def plot(rows: list[dict], size: Size, path: Path, key: str = "step", over: str 
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    counts = run_counts(rows)
     for method in sorted({r["method"] for r in rows}, key=method_order):
         mine = [r for r in rows if r["method"] == method and r["finished"]]
         points = sorted({r[key] for r in mine})
@@ -43,13 +53,16 @@ def plot(rows: list[dict], size: Size, path: Path, key: str = "step", over: str 
         ci = [0.0 if math.isnan(c) else c for c in ci]
         for ax, x in zip(axes, (steps, [mean_ci([r["samples"] for r in g])[0] for g in at],
                                 [mean_ci([r["wall_s"] for r in g])[0] / 60 for g in at])):
-            ax.errorbar(x, acc, yerr=ci, marker="o", capsize=3, label=method)
+            ax.errorbar(x, acc, yerr=ci, marker="o", capsize=3, label=f"{method} ({counts[method]} {over})")
     for ax, label in zip(axes, ("training step", "samples generated", time_label)):
         ax.set_xlabel(label)
         ax.set_ylabel(f"held-out Avg@{size.run.eval_k}, filtered (%)")
         ax.grid(alpha=0.3)
     axes[0].legend()
-    fig.suptitle(f"Held-out accuracy, mean and 95% interval over {over}")
+    title = f"Held-out accuracy, mean and 95% interval over {over}"
+    if len(set(counts.values())) > 1:  # a mean over other starts differs at the start too: the tables pair them
+        title += f" (each method over its own {over}; the paired tables compare methods on the same ones)"
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

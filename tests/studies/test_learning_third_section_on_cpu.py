@@ -152,3 +152,12 @@ def test_the_sweep_table_takes_the_rule_s_rate(tmp_path):
     text = "\n".join(third_section.sweep_table(sweep, THIRD, SIZE))
     assert "| 2e-05 | 30.0 | 60.0 | 50.0 | 10.0 | 50.0 |  |" in text  # drops 10 points: not taken
     assert "| 1e-05 | 30.0 | 50.0 | 55.0 | 0.0 | 46.2 | yes |" in text
+
+
+def test_the_figure_counts_each_methods_finished_starts_which_may_differ_between_methods():
+    from studies.learning.curves import run_counts
+
+    rows = [{"method": m, "seed": s, "mark": k, "finished": f}
+            for m, seeds, f in (("grpo_n4", (0, 1, 2), True), ("balance", (0, 1), True), ("grpo_n24", (3,), False))
+            for s in seeds for k in (0, 8)]
+    assert run_counts(rows) == {"grpo_n4": 3, "balance": 2}
