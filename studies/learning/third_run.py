@@ -24,6 +24,11 @@ from studies.learning.third_section import planned_starts, primary_differences, 
 _say = functools.partial(say, speaker="learning")
 
 
+def candidates(protocol: Protocol, methods: list[str]) -> list[str]:
+    """The arms whose pair with GRPO-n4 is sized and extended: all but GRPO-n4 and the pilot-only ones."""
+    return [m for m in methods if m != BASELINE and m not in protocol.pilot_only]
+
+
 def arms_of_seed(protocol: Protocol, methods: list[str], seed: int, targets: dict[str, int] | None = None) -> list[str]:
     """The arms a seed runs. At the pilot seeds, all of ``methods``. Past them, no pilot-only arm (the per-step
     control), and a candidate only while its pair with GRPO-n4 needs more starts (``targets``: candidate -> the
@@ -31,16 +36,14 @@ def arms_of_seed(protocol: Protocol, methods: list[str], seed: int, targets: dic
     does (amendment 4)."""
     if seed < protocol.pilot_seeds:
         return list(methods)
-    candidates = [m for m in methods if m != BASELINE and m not in protocol.pilot_only
-                  and seed < (targets or {}).get(m, protocol.most_seeds)]
-    return [m for m in methods if m in candidates or (m == BASELINE and candidates)]
+    running = [m for m in candidates(protocol, methods) if seed < (targets or {}).get(m, protocol.most_seeds)]
+    return [m for m in methods if m in running or (m == BASELINE and running)]
 
 
 def pair_targets(protocol: Protocol, methods: list[str], results: Path, size: Size) -> dict[str, int]:
     """Candidate -> the starts its pair with GRPO-n4 extends to, for each pair whose pilot starts are done."""
     runs = run_curves(results, size)
-    sized = {m: planned_starts(primary_differences(runs, m, size), protocol) for m in methods
-             if m != BASELINE and m not in protocol.pilot_only}
+    sized = {m: planned_starts(primary_differences(runs, m, size), protocol) for m in candidates(protocol, methods)}
     return {m: planned[2] for m, planned in sized.items() if planned}
 
 
