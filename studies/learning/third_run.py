@@ -2,7 +2,9 @@
 then the rule of :func:`studies.learning.budget.choose_lr_by_area`), then for each seed its own start (a format
 checkpoint made with seed ``FORMAT_SEED + seed``, evaluated once as mark 0) and each arm from it, stopped at the
 budget and evaluated at the marks (:mod:`studies.learning.marks`). Everything resumes: a finished run's record, an
-evaluation's JSON and a start's evaluation are never made again."""
+evaluation's JSON and a start's evaluation are never made again, and a start is made only for a seed with an arm
+left to run (a fresh clone of the results, with no work folder, resumes without remaking the finished seeds'
+starts)."""
 
 from __future__ import annotations
 
@@ -47,6 +49,12 @@ def pair_targets(protocol: Protocol, methods: list[str], results: Path, size: Si
     return {m: planned[2] for m, planned in sized.items() if planned}
 
 
+def unfinished(results: Path, size: Size, methods: list[str], seed: int) -> list[str]:
+    """The arms among ``methods`` with no record of ``seed`` under ``results`` yet."""
+    return [m for m in methods
+            if not record_path(results, method_overrides(m, size, size.run.group_size)[0], seed).exists()]
+
+
 def seed_start(work: Path, results: Path, model: Path, data: dict, size: Size, seed: int, quick: bool,
                sampler_factory=None) -> tuple[Path, str]:
     """Seed ``seed``'s start (its format checkpoint, made once per work folder) and its fingerprint; the start is
@@ -62,10 +70,10 @@ def seed_start(work: Path, results: Path, model: Path, data: dict, size: Size, s
     return start, start_id
 
 
-def run_arm(method: str, seed: int, start: Path, start_id: str, data: dict, size: Size, work: Path, results: Path,
-            prompt_tokens: int, sampler_factory=None) -> dict[int, dict]:
+def run_arm(method: str, seed: int, start: Path | None, start_id: str | None, data: dict, size: Size, work: Path,
+            results: Path, prompt_tokens: int, sampler_factory=None) -> dict[int, dict]:
     """Trains one arm to the budget and evaluates it at the marks, then writes its record (or finds its record and
-    reads its evaluations back); returns mark -> evaluation."""
+    reads its evaluations back); returns mark -> evaluation. ``start`` may be None for an arm that has its record."""
     name, _, _ = method_overrides(method, size, size.run.group_size)
     run_dir = work / "runs" / name / f"seed{seed}"
 
@@ -104,9 +112,12 @@ def run_third(protocol: Protocol, size: Size, seeds: list[int], methods: list[st
               sampler_factory=None) -> Size:
     """Runs the sweep, then each seed's arms; returns the size at the chosen rate. ``after_run`` is called after
     each arm (the runner rewrites the results there); ``sampler_factory`` replaces vLLM's evaluation in tests."""
-    start, start_id = seed_start(work, results, model, data, size, 0, quick, sampler_factory)
-    for lr in protocol.sweep:
-        swept = replace(size, run=replace(size.run, lr=lr))
+    swept_sizes = {lr: replace(size, run=replace(size.run, lr=lr)) for lr in protocol.sweep}
+    start, start_id = None, None
+    if any(unfinished(learning_start.sweep_folder(results, lr), swept, [BASELINE], 0)
+           for lr, swept in swept_sizes.items()):
+        start, start_id = seed_start(work, results, model, data, size, 0, quick, sampler_factory)
+    for lr, swept in swept_sizes.items():
         run_arm(BASELINE, 0, start, start_id, data, swept, learning_start.sweep_folder(work, lr),
                 learning_start.sweep_folder(results, lr), prompt_tokens, sampler_factory)
     lr = chosen_rate(protocol, sweep_runs(protocol, results, size), size)
@@ -126,7 +137,9 @@ def run_third(protocol: Protocol, size: Size, seeds: list[int], methods: list[st
         if not arms:
             _say(f"seed {seed}: every pair has the starts it needs; not run")
             continue
-        start, start_id = seed_start(work, results, model, data, size, seed, quick, sampler_factory)
+        start, start_id = None, None
+        if unfinished(results, size, arms, seed):
+            start, start_id = seed_start(work, results, model, data, size, seed, quick, sampler_factory)
         for method in arms:
             run_arm(method, seed, start, start_id, data, size, work, results, prompt_tokens, sampler_factory)
             if after_run:

@@ -122,6 +122,14 @@ def test_the_third_protocol_sweeps_then_runs_each_seeds_arms_from_its_own_start(
     # another session resumes: nothing runs again, and --report-only rewrites the same section from the files
     learning.main([*args, "--seeds", "0", "1", "2"])
     assert len(calls) == 8
+    # a fresh clone has the results but no work folder: the finished seeds' starts are not made again (training on
+    # a CPU would not give the same weights, and each start costs a format run)
+    def no_start(*a, **k):
+        raise AssertionError("a start was made for seeds whose arms are all finished")
+
+    monkeypatch.setattr(learning_start, "format_checkpoint", no_start)
+    learning.main([*args, "--work", str(tmp_path / "fresh_work"), "--seeds", "0", "1", "2"])
+    assert len(calls) == 8
     again = tmp_path / "AGAIN.md"
     learning.main([*args[:-1], str(again), "--report-only", "--work", str(tmp_path / "elsewhere")])
     assert again.read_text() == text
