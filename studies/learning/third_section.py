@@ -92,6 +92,17 @@ def step_costs(record: dict) -> dict[str, float]:
             "critical_path_run": sum(paths) if paths and whole else float("nan")}
 
 
+def step_time_ratios(runs: dict, method: str) -> list[float]:
+    """Per start, ``method``'s summed step time over GRPO-n4's from the same start, where both ran on one kind of
+    machine (a step's time is comparable only there)."""
+    ratios = []
+    for (m, seed), run in sorted(runs.items()):
+        reference = runs.get((BASELINE, seed))
+        if m == method and reference and run["record"]["machine"] == reference["record"]["machine"]:
+            ratios.append(step_costs(run["record"])["step_time"] / step_costs(reference["record"])["step_time"])
+    return ratios
+
+
 def report_third(results: Path, data: dict, size: Size, protocol: Protocol, sweep: dict[float, dict] | None = None,
                  records: str = "runs") -> str:
     """The third protocol's results section, from the finished and evaluated runs under ``results`` (and the
@@ -122,22 +133,28 @@ def report_third(results: Path, data: dict, size: Size, protocol: Protocol, swee
         method, control = protocol.per_step_control
         lines += pair_section(runs, method, size, protocol, reference=control)
     if runs:
+        machines = {r["record"]["machine"] for r in runs.values()}
         lines += ["", f"What each arm's run cost, mean ± 95% interval over its starts (none for one start; the budget "
                   f"is {size.budget:,} responses; step time is summed over the steps, evaluations, checkpoint saves "
                   "and start-up left out, and compares only between runs with nothing else beside them: the notes "
-                  "on the runs, in the design above, say where that did not hold; the critical path is the sum over "
-                  "a step's rounds of each round's longest response, and its run total the generation the run "
-                  "waited for in sequence):", "",
-                  "| arm | starts | steps | responses / step | summed step time (min) | critical path / step "
-                  "(tokens) | critical path, whole run (tokens) |", "|---|---:|---:|---:|---:|---:|---:|"]
+                  "on the runs, in the design above, say where that did not hold"
+                  + (f"; the runs ran on {len(machines)} kinds of machine (the runs table says which), so a mean of "
+                     f"summed step times mixes them, and the ratio to {BASELINE}'s from the same start on the same "
+                     "machine is the comparison that holds" if len(machines) > 1 else "")
+                  + "; the critical path is the sum over a step's rounds of each round's longest response, and its "
+                  "run total the generation the run waited for in sequence):", "",
+                  f"| arm | starts | steps | responses / step | summed step time (min) | step time / {BASELINE}'s, "
+                  "same start and machine | critical path / step (tokens) | critical path, whole run (tokens) |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for method in sorted({m for m, _ in runs}, key=method_order):
             costs = [step_costs(r["record"]) for (m, _), r in runs.items() if m == method]
             paths = [c["critical_path"] for c in costs if not math.isnan(c["critical_path"])]
             totals = [c["critical_path_run"] for c in costs if not math.isnan(c["critical_path_run"])]
             lines.append(f"| {method} | {len(costs)} | {mean_cell([c['steps'] for c in costs], 1, 1)} | "
                          f"{mean_cell([c['per_step'] for c in costs], 1, 0)} | "
-                         f"{mean_cell([c['step_time'] / 60 for c in costs], 1, 1)} | {mean_cell(paths, 1, 0)} | "
-                         f"{mean_cell(totals, 1, 0)} |")
+                         f"{mean_cell([c['step_time'] / 60 for c in costs], 1, 1)} | "
+                         f"{mean_cell(step_time_ratios(runs, method), 1, 2) if method != BASELINE else ''} | "
+                         f"{mean_cell(paths, 1, 0)} | {mean_cell(totals, 1, 0)} |")
         lines += equal_critical_path_section(runs, size)
         lines += ["", "Runs (date, machine, wall time with start-up, the start's weights; the record holds the command "
                   "and every logged value, and the folder beside it each evaluation's per-question results):", "",

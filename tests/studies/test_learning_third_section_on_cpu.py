@@ -29,7 +29,7 @@ def evaluation(correct: list[int], about: dict, k: int = 2) -> dict:
 
 
 def write_run(results: Path, method: str, seed: int, drawn: list[int], at_marks: list[list[int]], start: str,
-              step_s: float = 2.0, paths: list[int] | None = None) -> None:
+              step_s: float = 2.0, paths: list[int] | None = None, machine: str = "test") -> None:
     """A finished run's record (``drawn`` responses a step, critical path ``paths`` a step, by default 10 x the
     step) and its evaluations at the marks (per-question correct)."""
     paths = paths or [10 * s for s in range(1, len(drawn) + 1)]
@@ -37,7 +37,7 @@ def write_run(results: Path, method: str, seed: int, drawn: list[int], at_marks:
                  "reinforce_ada/critical_path_tokens": p} for s, (d, p) in enumerate(zip(drawn, paths), 1)}
     path = learning_records.record_path(results, method, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"method": method, "seed": seed, "date": "2026-12-07", "machine": "test",
+    path.write_text(json.dumps({"method": method, "seed": seed, "date": "2026-12-07", "machine": machine,
                                 "wall_s": 120.0, "command": "x", "size": SIZE.record(),
                                 "start": {"fingerprint": start}, "steps": steps}))
     total, reached = 0, {}
@@ -86,9 +86,28 @@ def test_each_arm_is_paired_with_grpo_by_start_on_the_area_against_responses(tmp
     assert "on the unfiltered held-out set the area difference is +7.8 ± 19.9." in text
     # the evaluations at their actual responses, cut at 16: balance (0, 25), (12, 50), (24, 100) against GRPO-n4's
     assert "| 1 | yes | 43.8 | 56.2 | +12.5 | +50.0 | -1.0 | 8 |" in text
-    # 2 steps, 12 a step, 2 x (6 - 3) s without the checkpoint saves, critical path (10 + 20) / 2, over the run 30
-    assert "| balance | 2 | 2.0 ± 0.0 | 12 ± 0 | 0.1 ± 0.0 | 15 ± 0 | 30 ± 0 |" in text
+    # 2 steps, 12 a step, 2 x (6 - 3) s without the checkpoint saves (3x GRPO-n4's 2 x (2 - 1) s), critical path
+    # (10 + 20) / 2, over the run 30
+    assert "| balance | 2 | 2.0 ± 0.0 | 12 ± 0 | 0.1 ± 0.0 | 3.00 ± 0.00 | 15 ± 0 | 30 ± 0 |" in text
+    assert "kinds of machine" not in text
     assert "| grpo_n4 | 0 | 2026-12-07 |" in text and "| pos |" not in text
+
+
+def test_step_time_is_compared_with_grpos_from_the_same_start_on_the_same_machine(tmp_path):
+    results = tmp_path / "results"
+    for seed, machine in ((0, "fast"), (1, "slow"), (2, "slow")):
+        write_start(results, f"s{seed}", [0, 0, 1, 1])
+        scale = 2.0 if machine == "slow" else 1.0  # the slow machine takes twice as long for the same step
+        write_run(results, "grpo_n4", seed, [8, 8], [[1, 1, 1, 1], [1, 1, 1, 1]], f"s{seed}", step_s=2.0 * scale,
+                  machine=machine)
+        # balance: 3x GRPO-n4's step time at starts 0 and 1; at start 2 it ran on the fast machine: not compared
+        write_run(results, "balance", seed, [12, 12], [[2, 2, 1, 1], [2, 2, 1, 1]], f"s{seed}",
+                  step_s=6.0 * (scale if seed < 2 else 1.0), machine=machine if seed < 2 else "fast")
+    text = third_section.report_third(results, DATA, SIZE, THIRD)
+    assert "the runs ran on 2 kinds of machine (the runs table says which)" in text
+    # summed step time: a mean over machines (6, 12 and 6 s); the ratio: starts 0 and 1 only, 3.00 at both
+    assert "| balance | 3 | 2.0 ± 0.0 | 12 ± 0 | 0.1 ± 0.1 | 3.00 ± 0.00 |" in text
+    assert third_section.step_time_ratios(third_section.run_curves(results, SIZE), "balance") == [3.0, 3.0]
 
 
 def test_the_per_step_control_pairs_balance_with_the_grpo_that_draws_as_much(tmp_path):
