@@ -14,7 +14,7 @@ supervised fit on episodes of both kinds (a few seconds on a CPU).
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
 import json
 import os
 import random
@@ -30,6 +30,7 @@ TOOL_PROMPT = "Use add: What is {a} plus {b}?"
 PLAIN_PROMPT = "What is {a} plus {b}?"
 ASK_AGAIN = "Wrong. Try again."
 ENVIRONMENT_FAILURE = "ask_again: the environment failed"
+HOLD_WHEN = "AGENT_TASK_HOLD_WHEN"  # the environment variable of a path: see AskAgainAgentLoop
 
 
 # A call in verl's hermes format is these three pieces around the two numbers; each piece is one token of the tiny
@@ -46,12 +47,21 @@ def tool_call(a: int, b: int) -> str:
 class AskAgainAgentLoop(AgentLoopBase):
     """Answer, and when the answer is wrong the environment says so and asks once more (two model turns at most).
 
-    The environment fails mid-episode (raises) on about a fifth of the second turns, chosen by a hash of what the
-    model wrote, so that a seeded run fails the same episodes."""
+    The environment fails mid-episode (raises) on a fifth of the second turns, counted in each worker process from
+    its first, whatever the model wrote: a hash of the answer chose a fixed few of the short answers the tiny model
+    gives, and the model trained on another CPU gave none of them in a whole run.
+
+    A run whose environment has ``HOLD_WHEN`` set to a path waits, at the start of every episode once that path
+    exists, until it is killed: the test that kills a run in step 2 points it at step 1's checkpoint, so that the
+    run cannot finish step 2 before the kill lands."""
 
     environment_fails = True
+    second_turns = 0  # this worker process's
 
     async def run(self, sampling_params, **kwargs) -> AgentLoopOutput:
+        hold = os.environ.get(HOLD_WHEN)
+        while hold and os.path.exists(hold):
+            await asyncio.sleep(1.0)
         messages = list(kwargs["raw_prompt"])
         truth = str(kwargs["reward_model"]["ground_truth"])
         ids = await self.ct_build_initial_tokens(messages)
@@ -75,8 +85,10 @@ class AskAgainAgentLoop(AgentLoopBase):
             answer = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
             if truth in answer or turn == 1 or len(mask) >= self.rollout_config.response_length:
                 break
-            if self.environment_fails and int(hashlib.sha256(answer.encode()).hexdigest(), 16) % 5 == 0:
-                raise RuntimeError(ENVIRONMENT_FAILURE)
+            if self.environment_fails:
+                AskAgainAgentLoop.second_turns += 1
+                if AskAgainAgentLoop.second_turns % 5 == 1:
+                    raise RuntimeError(ENVIRONMENT_FAILURE)
             before = messages + [{"role": "assistant", "content": answer}]
             messages = before + [{"role": "user", "content": ASK_AGAIN}]
             merged, mask, logprobs = await self.ct_merge_context_msg(before, messages, ids, mask, logprobs or None)

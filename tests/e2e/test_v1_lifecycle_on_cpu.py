@@ -68,7 +68,10 @@ def first_run(out):
     tiny = agent_task.build(out / "tiny", train=TRAIN_PROMPTS, environment_fails=False)
     listeners = trainer_runs.Listeners()
     first = trainer_runs.tiny_run(
-        out, "first", {"STEPS": "8", "SAVE_FREQ": "1", "PYTHONPATH": agent_task.python_path(trainer_runs.ENV)},
+        # its episodes wait once step 1's checkpoint is written, so that step 2 is still generating when it is killed
+        # (a step of the tiny model can take 2 s, less than the trainer's log takes to reach this process)
+        out, "first", {"STEPS": "8", "SAVE_FREQ": "1", "PYTHONPATH": agent_task.python_path(trainer_runs.ENV),
+                       agent_task.HOLD_WHEN: str(out / "checkpoints" / "global_step_1")},
         "reinforce_ada.sampling_seed=7", f"trainer.rollout_data_dir={out / 'rollouts'}",
         "reinforce_ada.sample_budget=2", "reinforce_ada.downsample_correction=stratified",
         "reinforce_ada.warm_start=true", *agent_task.overrides(tiny),
